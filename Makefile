@@ -1,0 +1,26 @@
+# Two entry points (see README): `make reproduce` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+.PHONY: install reproduce test bench clean
+install: $(STAMP)
+
+reproduce: $(STAMP)  ## run the chapter end to end; results, report and figures in runs/reproduce
+	$(BIN)/agentrl reproduce --out runs/reproduce
+
+test: $(STAMP)  ## the test suite (a few minutes on 2 cores)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)  ## rollout and training throughput against a transformers GPT-2 peer
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/agentrl bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

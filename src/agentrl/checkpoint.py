@@ -1,0 +1,88 @@
+"""Checkpoints: safetensors weights with the model config and tokenizer vocabulary in the metadata.
+
+Nothing here unpickles: a checkpoint is tensors plus JSON. Loading checks everything it can and
+raises ``ValueError`` naming the problem: a truncated or corrupted file, a file that is not an
+agentrl checkpoint, weights that do not fit the config, or a vocabulary that differs from the
+tokenizer the caller uses.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+
+CONFIG_KEY, VOCAB_KEY = 'agentrl_config', 'agentrl_vocab'
+
+
+def save_checkpoint(model, path, tok=None) -> Path:
+    """Write ``model`` (and ``tok``'s vocabulary) to ``path`` atomically -> the path."""
+    from safetensors.torch import save_file
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {CONFIG_KEY: json.dumps(asdict(model.config))}
+    if tok is not None:
+        if tok.vocab_size != model.config.vocab_size:
+            raise ValueError(f'tokenizer vocab_size {tok.vocab_size} does not match the model ({model.config.vocab_size})')
+        metadata[VOCAB_KEY] = json.dumps(tok.vocab)
+    tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    tmp = path.with_name(path.name + '.tmp')
+    save_file(tensors, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+    return path
+
+
+def _read(path):
+    from safetensors import SafetensorError, safe_open
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f'no checkpoint at {path}')
+    try:
+        with safe_open(str(path), framework='pt') as f:
+            metadata = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise ValueError(f'{path} is not a readable safetensors file (truncated or corrupted?): {e}') from None
+    if CONFIG_KEY not in metadata:
+        raise ValueError(f'{path} has no agentrl model config in its metadata; is it an agentrl checkpoint?')
+    return metadata, tensors
+
+
+def load_model(path, tok=None):
+    """Load a TinyAgent saved by ``save_checkpoint`` or ``TinyAgent.save``.
+
+    With ``tok``, the checkpoint's vocabulary must equal the tokenizer's (same words, same ids).
+    """
+    from .model import TinyAgent, TinyAgentConfig
+    metadata, tensors = _read(path)
+    try:
+        raw = json.loads(metadata[CONFIG_KEY])
+        known = {f.name for f in fields(TinyAgentConfig)}
+        cfg = TinyAgentConfig(**{k: v for k, v in raw.items() if k in known})
+    except (json.JSONDecodeError, TypeError, ValueError) as e:
+        raise ValueError(f'{path} has an invalid model config: {e}') from None
+    if tok is not None:
+        vocab = json.loads(metadata.get(VOCAB_KEY, 'null'))
+        if vocab is None:
+            if cfg.vocab_size != tok.vocab_size:
+                raise ValueError(f'{path} was saved for a vocabulary of {cfg.vocab_size} tokens, '
+                                 f'but the tokenizer has {tok.vocab_size}')
+        elif vocab != tok.vocab:
+            diff = next((i for i, (a, b) in enumerate(zip(vocab, tok.vocab)) if a != b), min(len(vocab), len(tok.vocab)))
+            raise ValueError(f'{path} was saved with a different vocabulary ({len(vocab)} tokens vs the '
+                             f"tokenizer's {tok.vocab_size}; first difference at id {diff})")
+    model = TinyAgent(**{f.name: getattr(cfg, f.name) for f in fields(TinyAgentConfig)})
+    expected = model.state_dict()
+    missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
+    if missing or extra:
+        raise ValueError(f'{path} does not match a TinyAgent with its config: '
+                         f'missing {sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}')
+    for k, v in tensors.items():
+        if v.shape != expected[k].shape:
+            raise ValueError(f'{path}: tensor {k} has shape {tuple(v.shape)}, expected {tuple(expected[k].shape)}')
+        if not torch.isfinite(v).all():
+            raise ValueError(f'{path}: tensor {k} holds NaN or infinite values (corrupted?)')
+    model.load_state_dict(tensors)
+    return model

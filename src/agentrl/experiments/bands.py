@@ -1,0 +1,177 @@
+"""The chapter's findings as bands (BANDS.md), checked on a run's transcript.
+
+A reproduction prints the same lines as the chapter's notebook (``transcript.txt``). This module
+parses them and applies each band of BANDS.md, the same rules as the spec's checker, so the
+findings table of ``agentrl reproduce`` and ``check_bands.py`` agree on the same output.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+CHAPTER = {
+    'setup: 20 train / 10 held-out': '20 / 10',
+    '15.1 policy share 10-30%': '19%',
+    '15.1 tool share >= 45%': '63%',
+    '15.1 init losses near log V': '5.91 / 5.88 (log 316 = 5.76)',
+    '15.2 weak train/held 0.03-0.30': '0.144 / 0.138',
+    '15.2 weak invalid <= 0.2': '0.06',
+    '15.2 weak reads 0.10-0.55': '0.29',
+    '15.2 weak entropy 0.08-0.6': '0.251',
+    '15.2 oracle SFT step 20 train >= 0.55': '0.80',
+    '15.2 oracle SFT train >= 0.90, held >= 0.75': '0.981 / 0.887',
+    '15.2 oracle SFT reads >= 0.95, entropy <= weak/3': 'reads 1.00, entropy 0.022',
+    '15.3 gradient identity <= 1e-6': '1.4e-09',
+    '15.3 cosine 0.80-0.999': '0.985',
+    '15.3 RFT train 0.45-0.88, held <= 0.35': '0.756 / 0.150',
+    '15.3 init never solved by weak base': 'the 4 init tasks',
+    '15.3 kept episodes mostly start with an edit': 'edits 32 of 49',
+    '15.4 DPO loss values exact': '0.6931 / 0.1269 / 2.1269',
+    '15.4 pairs >= 25, 8-17 tasks': '55 / 14',
+    '15.4 DPO d_rejected <= -15': '-44.68',
+    '15.4 DPO invalid >= 0.5 and >= 5x weak': '2.02',
+    '15.4 DPO held <= 0.15': '0.00',
+    '15.5 SFT->RL train >= 0.88, held >= 0.80': '0.96 / 0.95',
+    '15.5 RL only train <= 0.65, held <= SFT->RL - 0.25': '0.36 / 0.30',
+    '15.6 signal: step20 >= step60 + 0.25': '0.70 vs 0.10',
+    '15.6 entropy weak > SFT20 > SFT60': '0.255 > 0.126 > 0.027',
+    '15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3': 'reads 1.00, train 0.075, NLL 0.815',
+    '15.6 DPO+NLL invalid <= half, train above': '0.61 vs 2.02; 0.69 vs 0.41',
+    '15.6 dedup distinct < half': '21 of 84',
+    '15.6 hack share round 3 >= 40% and > round 1': '64% (42% in round 1)',
+    '15.6 hack public >= 0.85, hidden <= 0.55': '0.97 / 0.36',
+}
+"""The chapter's own figure for each band, for the report."""
+
+
+def parse(text: str) -> dict:
+    """Pull every figure a band needs out of a notebook-format transcript."""
+    lines = text.splitlines()
+
+    def first(pattern):
+        for line in lines:
+            m = re.search(pattern, line)
+            if m:
+                return m
+        return None
+
+    def every(pattern):
+        return [m for m in (re.search(pattern, line) for line in lines) if m]
+
+    o = {}
+    if m := first(r'vocab: (\d+) \| train tasks: (\d+) \| held-out tasks: (\d+)'):
+        o['vocab'], o['n_train'], o['n_held'] = map(int, m.groups())
+    if m := first(r'predicted tokens by owner: (\{.*\})'):
+        o['owners'] = ast.literal_eval(m.group(1))
+    if m := first(r'masked SFT loss ([\d.]+) \| unmasked ([\d.]+)'):
+        o['loss_masked'], o['loss_unmasked'] = map(float, m.groups())
+    for m in every(r'^(.{1,13}?)\s+train ([\d.]+) \| held-out ([\d.]+) \| invalid/ep ([\d.]+) \| reads ([\d.]+) \| action entropy ([\d.]+)'):
+        o['describe:' + m.group(1).strip()] = dict(zip(['train', 'held', 'invalid', 'reads', 'entropy'], map(float, m.groups()[1:])))
+    if m := first(r'oracle SFT \(step, train, held-out\): (\[.*\])'):
+        o['hist_sft'] = ast.literal_eval(m.group(1))
+    if m := first(r'max \|g_pg - ratio \* g_rft\| = ([-\d.e+]+)'):
+        o['grad_gap'] = float(m.group(1))
+    if m := first(r'cosine\(baseline PG, RFT\) = ([-\d.]+)'):
+        o['cosine'] = float(m.group(1))
+    if m := first(r'tasks never solved by the weak base: (\[.*\])'):
+        o['never'] = ast.literal_eval(m.group(1))
+    if m := first(r'first action of kept episodes, round 0: (\[.*\])'):
+        o['first_kept'] = ast.literal_eval(m.group(1))
+    o['dpo_values'] = [float(m.group(1)) for m in every(r'rejected ratio [-+]\d+: loss ([\d.]+)')]
+    if m := first(r'pairs: (\d+) \| tasks with a pair: (\d+)'):
+        o['pairs'], o['pair_tasks'] = map(int, m.groups())
+    o['dpo_log'] = [dict(step=int(m.group(1)), d_chosen=float(m.group(2)), d_rejected=float(m.group(3)),
+                         train=float(m.group(4)), held=float(m.group(5)), invalid=float(m.group(6)))
+                    for m in every(r'^step (\d+) \| d_chosen ([-\d.]+) \| d_rejected ([-\d.]+) \| train ([\d.]+) \| held ([\d.]+) \| invalid ([\d.]+)')]
+    for name in ['SFT (oracle)', 'RFT', 'SFT -> RL', 'RL only']:
+        for m in every('^' + re.escape(name) + r'\s+(\d+:.*)$'):
+            o['curve:' + name] = [tuple(float(x) for x in re.match(r'(\d+):([\d.]+)/([\d.]+)', p).groups())
+                                  for p in m.group(1).split()]
+    for m in every(r'^(weak base|SFT step 20|SFT step 60)\s+held-out pass ([\d.]+) \| groups with signal ([\d.]+) \| action entropy ([\d.]+)'):
+        o['probe:' + m.group(1)] = dict(zip(['held', 'signal', 'entropy'], map(float, m.groups()[1:])))
+    if m := first(r'NLL on correctly rendered demos: ([\d.]+)'):
+        o['mismatch_nll'] = float(m.group(1))
+    o['rpo'] = [dict(train=float(m.group(2)), held=float(m.group(3)), invalid=float(m.group(4)))
+                for m in every(r'^step (\d+): train ([\d.]+) \| held ([\d.]+) \| invalid/ep ([\d.]+) \| d_chosen ([-+\d.]+) \| d_rejected ([-+\d.]+)')]
+    if m := first(r'kept (\d+) episodes, (\d+) distinct action sequences'):
+        o['dedup'] = tuple(map(int, m.groups()))
+    o['hack'] = [dict(kept=int(m.group(2)), hacks=int(m.group(3)), public=float(m.group(4)), hidden=float(m.group(5)))
+                 for m in every(r'^round (\d): kept (\d+) \((\d+) fail hidden tests\) -> public ([\d.]+), hidden ([\d.]+)')]
+    return o
+
+
+def check(o: dict) -> list:
+    """Apply every band to parsed figures -> list of (name, holds, figure); a missing figure fails its band."""
+    out = []
+
+    def band(name, fn):
+        try:
+            ok, fig = fn()
+        except Exception as e:  # a missing line or value is a failed band, reported as such
+            ok, fig = False, f'missing ({type(e).__name__}: {e})'
+        out.append((name, bool(ok), fig))
+
+    V = o.get('vocab', 0)
+    share = lambda key: o['owners'][key] / sum(o['owners'].values())
+    w = lambda: o['describe:weak base']
+    s = lambda: o['describe:oracle SFT']
+    h = lambda step: [r for r in o['hist_sft'] if r[0] == step][0]
+    c = lambda name: o['curve:' + name][-1]
+    p = lambda k: o['probe:' + k]
+    m = lambda: o['describe:mismatched']
+    hk = lambda: o['hack']
+    d = lambda: o['dpo_log'][-1]
+    r = lambda: o['describe:after RFT']
+    band('setup: 20 train / 10 held-out', lambda: (o['n_train'] == 20 and o['n_held'] == 10, f"{o['n_train']}/{o['n_held']}"))
+    band('15.1 policy share 10-30%', lambda: (0.10 <= share('policy') <= 0.30, f"{share('policy'):.2f}"))
+    band('15.1 tool share >= 45%', lambda: (share('tool') >= 0.45, f"{share('tool'):.2f}"))
+    band('15.1 init losses near log V', lambda: (abs(o['loss_masked'] - math.log(V)) <= 0.4 and abs(o['loss_unmasked'] - math.log(V)) <= 0.4,
+                                                f"{o['loss_masked']}/{o['loss_unmasked']} vs {math.log(V):.3f}"))
+    band('15.2 weak train/held 0.03-0.30', lambda: (0.03 <= w()['train'] <= 0.30 and 0.03 <= w()['held'] <= 0.30, f"{w()['train']}/{w()['held']}"))
+    band('15.2 weak invalid <= 0.2', lambda: (w()['invalid'] <= 0.2, f"{w()['invalid']}"))
+    band('15.2 weak reads 0.10-0.55', lambda: (0.10 <= w()['reads'] <= 0.55, f"{w()['reads']}"))
+    band('15.2 weak entropy 0.08-0.6', lambda: (0.08 <= w()['entropy'] <= 0.6, f"{w()['entropy']}"))
+    band('15.2 oracle SFT step 20 train >= 0.55', lambda: (h(20)[1] >= 0.55, f"{h(20)[1]}"))
+    band('15.2 oracle SFT train >= 0.90, held >= 0.75', lambda: (s()['train'] >= 0.90 and s()['held'] >= 0.75, f"{s()['train']}/{s()['held']}"))
+    band('15.2 oracle SFT reads >= 0.95, entropy <= weak/3', lambda: (s()['reads'] >= 0.95 and s()['entropy'] <= w()['entropy'] / 3,
+                                                                     f"reads {s()['reads']} entropy {s()['entropy']} vs {w()['entropy']}"))
+    band('15.3 gradient identity <= 1e-6', lambda: (o['grad_gap'] <= 1e-6, f"{o['grad_gap']:.1e}"))
+    band('15.3 cosine 0.80-0.999', lambda: (0.80 <= o['cosine'] <= 0.999, f"{o['cosine']}"))
+    band('15.3 RFT train 0.45-0.88, held <= 0.35', lambda: (0.45 <= r()['train'] <= 0.88 and r()['held'] <= 0.35, f"{r()['train']}/{r()['held']}"))
+    band('15.3 init never solved by weak base', lambda: (sum(n.startswith('init/') for n in o['never']) == 4, f"{o['never']}"))
+
+    def edits_first():
+        shown = o['first_kept']  # most_common(3): count what it shows
+        edits = sum(n for a, n in shown if a.strip().startswith('edit'))
+        return edits > sum(n for _, n in shown) / 2, f'{shown}'
+    band('15.3 kept episodes mostly start with an edit', edits_first)
+    band('15.4 DPO loss values exact', lambda: (o['dpo_values'] == [0.6931, 0.1269, 2.1269], f"{o['dpo_values']}"))
+    band('15.4 pairs >= 25, 8-17 tasks', lambda: (o['pairs'] >= 25 and 8 <= o['pair_tasks'] <= 17, f"{o['pairs']}/{o['pair_tasks']}"))
+    band('15.4 DPO d_rejected <= -15', lambda: (d()['d_rejected'] <= -15, f"{d()['d_rejected']}"))
+    band('15.4 DPO invalid >= 0.5 and >= 5x weak', lambda: (d()['invalid'] >= 0.5 and d()['invalid'] >= 5 * w()['invalid'], f"{d()['invalid']} vs weak {w()['invalid']}"))
+    band('15.4 DPO held <= 0.15', lambda: (d()['held'] <= 0.15, f"{d()['held']}"))
+    band('15.5 SFT->RL train >= 0.88, held >= 0.80', lambda: (c('SFT -> RL')[1] >= 0.88 and c('SFT -> RL')[2] >= 0.80, f"{c('SFT -> RL')}"))
+    band('15.5 RL only train <= 0.65, held <= SFT->RL - 0.25', lambda: (c('RL only')[1] <= 0.65 and c('RL only')[2] <= c('SFT -> RL')[2] - 0.25,
+                                                                       f"{c('RL only')} vs {c('SFT -> RL')}"))
+    band('15.6 signal: step20 >= step60 + 0.25', lambda: (p('SFT step 20')['signal'] >= p('SFT step 60')['signal'] + 0.25,
+                                                         f"{p('SFT step 20')['signal']} vs {p('SFT step 60')['signal']}"))
+    band('15.6 entropy weak > SFT20 > SFT60', lambda: (p('weak base')['entropy'] > p('SFT step 20')['entropy'] > p('SFT step 60')['entropy'],
+                                                      f"{p('weak base')['entropy']} > {p('SFT step 20')['entropy']} > {p('SFT step 60')['entropy']}"))
+    band('15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3',
+         lambda: (m()['reads'] >= 0.9 and m()['train'] <= 0.40 and m()['train'] <= s()['train'] / 2 and o['mismatch_nll'] >= 0.3,
+                  f"reads {m()['reads']} train {m()['train']} vs SFT {s()['train']} NLL {o['mismatch_nll']}"))
+    band('15.6 DPO+NLL invalid <= half, train above', lambda: (o['rpo'][1]['invalid'] <= o['rpo'][0]['invalid'] / 2 and o['rpo'][1]['train'] > o['rpo'][0]['train'],
+                                                             f"{o['rpo']}"))
+    band('15.6 dedup distinct < half', lambda: (o['dedup'][1] < o['dedup'][0] / 2, f"{o['dedup']}"))
+    band('15.6 hack share round 3 >= 40% and > round 1', lambda: (hk()[-1]['hacks'] / hk()[-1]['kept'] >= 0.40 and
+                                                               hk()[-1]['hacks'] / hk()[-1]['kept'] > hk()[0]['hacks'] / hk()[0]['kept'],
+                                                               f"{[round(x['hacks'] / x['kept'], 2) for x in hk()]}"))
+    band('15.6 hack public >= 0.85, hidden <= 0.55', lambda: (hk()[-1]['public'] >= 0.85 and hk()[-1]['hidden'] <= 0.55,
+                                                             f"{hk()[-1]['public']}/{hk()[-1]['hidden']}"))
+    return out
+
+
+def check_transcript(text: str) -> list:
+    """Bands of a notebook-format transcript -> list of (name, holds, figure)."""
+    return check(parse(text))

@@ -1,0 +1,348 @@
+"""Chapter 15 end to end: sections 15.1 to 15.6 from one weak base (``agentrl reproduce``).
+
+Each section runs the chapter's own protocol through the library's recipes, with the notebook's
+seeds shifted by ``seed`` (``seed=0`` is the notebook exactly), and
+
+- prints the lines the notebook prints (collected in ``transcript.txt``),
+- stores its figures in ``results.json`` under its section key, written atomically when the
+  section ends (timing lives apart, in ``timing.json``),
+- checkpoints the models later sections need, as safetensors with config and vocabulary.
+
+A killed run continues with ``resume=True``: finished sections are loaded, not rerun, and the
+final results equal an uninterrupted run's, because every random draw comes from a seeded
+generator and models are reloaded bit for bit.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..checkpoint import load_model, save_checkpoint
+from ..env import BugFixEnv
+from ..model import TinyAgent, sequence_log_probs
+from ..policies import scripted_policy
+from ..recipes.diagnostics import describe, probe, strip_wrappers
+from ..recipes.dpo import dpo_loss, make_pairs, train_dpo
+from ..recipes.evaluation import pass_rate
+from ..recipes.reinforce import train_rl
+from ..recipes.rejection import dedup_by_actions, expert_iteration, family_share
+from ..recipes.sft import sft_loss, sft_train
+from ..render import OWNER, collate
+from ..rollout import scripted_rollout
+from ..tasks import make_tasks
+from ..tokenizer import build_tokenizer
+from ..trajio import load_trajectories, save_trajectories
+
+SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
+TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
+          '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
+          '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice'}
+
+
+def _atomic_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class Chapter15:
+    """One reproduction of chapter 15 in ``out``; ``run()`` executes (or resumes) every section."""
+
+    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None):
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+        self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
+        self.ckpt = self.out / 'checkpoints'
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.results, self.timing, self.lines = {}, {}, {}
+        results_path = self.out / 'results.json'
+        if resume and results_path.exists():
+            saved = json.loads(results_path.read_text())
+            if saved.get('seed') != seed:
+                raise ValueError(f'{results_path} was written with --seed {saved.get("seed")}, not {seed}; '
+                                 'resume with the same seed or use another --out')
+            self.results = saved['sections']
+            self.lines = saved['transcript']
+            if (self.out / 'timing.json').exists():
+                self.timing = json.loads((self.out / 'timing.json').read_text())
+        elif results_path.exists() and not resume:
+            for stale in ('results.json', 'timing.json', 'transcript.txt'):
+                (self.out / stale).unlink(missing_ok=True)
+        s = seed
+        self.tasks = make_tasks('all')
+        self.tok = build_tokenizer(self.tasks)
+        self.train, self.heldout = make_tasks('train'), make_tasks('heldout')
+        self.models = {}
+        self.data = {}
+        self.lines['setup'] = []
+        self._say(f'vocab: {self.tok.vocab_size} | train tasks: {len(self.train)} | held-out tasks: {len(self.heldout)}',
+                  'setup')
+        self.results.setdefault('setup', {'vocab': self.tok.vocab_size, 'train_tasks': len(self.train),
+                                          'heldout_tasks': len(self.heldout), 'seed_shift': s})
+        self.oracle_demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, self.tok) for t in self.train]
+        self.demo_batch = collate(self.oracle_demos, self.tok.pad_id)
+
+    # --- helpers
+    def _say(self, line: str, section: str):
+        self.lines.setdefault(section, []).append(line)
+        self.log(line)
+
+    def evaluate(self, model):
+        """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
+        s = self.seed
+        return (pass_rate(model, self.train, self.tok, 4, seed=s)[0], pass_rate(model, self.heldout, self.tok, 4, seed=s)[0])
+
+    def _describe(self, model, label, section):
+        d = describe(model, self.train, self.heldout, self.tok, n=8, seed=self.seed)
+        self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
+                  f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
+        return d
+
+    def _save(self, name, model):
+        self.models[name] = model
+        save_checkpoint(model, self.ckpt / f'{name}.safetensors', self.tok)
+
+    def _model(self, name):
+        if name not in self.models:
+            self.models[name] = load_model(self.ckpt / f'{name}.safetensors', self.tok)
+        return self.models[name]
+
+    def _finish(self, section, results, seconds):
+        self.results[section] = results
+        self.timing[section] = round(seconds, 2)
+        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'sections': self.results, 'transcript': self.lines})
+        _atomic_json(self.out / 'timing.json', self.timing)
+        (self.out / 'transcript.txt').write_text(self.transcript())
+
+    def transcript(self) -> str:
+        """Everything printed so far, in the notebook's format."""
+        order = ['setup', *SECTIONS]
+        return '\n'.join(line for sec in order for line in self.lines.get(sec, [])) + '\n'
+
+    # --- the run
+    def run(self):
+        """Run every unfinished section in order -> results dict keyed by section."""
+        steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
+                 '15.5': self.s15_5, '15.6': self.s15_6}
+        for section in SECTIONS:
+            if section in self.results:
+                for line in self.lines.get(section, []):
+                    self.log(line)
+                if self.progress:
+                    self.progress(section, done=True, resumed=True)
+                continue
+            if self.progress:
+                self.progress(section, done=False)
+            t0 = time.perf_counter()
+            self.lines[section] = []
+            results = steps[section]()
+            self._finish(section, results, time.perf_counter() - t0)
+            if self.progress:
+                self.progress(section, done=True)
+        return self.results
+
+    # --- 15.1 trajectory SFT and the action mask
+    def s15_1(self):
+        s, tok, batch = self.seed, self.tok, self.demo_batch
+        torch.manual_seed(0 + s)
+        fresh = TinyAgent(tok.vocab_size)
+        with torch.no_grad():
+            logp = sequence_log_probs(fresh, batch['ids'])  # [B, T-1]
+            masked = sft_loss(fresh, batch).item()
+        real = batch['attention_mask'][:, 1:]  # [B, T-1], non-padding
+        owner = batch['owner'][:, 1:]  # [B, T-1], -1 on padding
+        names = {v: k for k, v in OWNER.items()}
+        counts = {names[o]: int((owner == o).sum()) for o in range(4)}
+        unmasked = -(logp * real).sum().item() / real.sum().item()
+        self._say(f'predicted tokens by owner: {counts}', '15.1')
+        self._say(f'masked SFT loss {masked:.3f} | unmasked {unmasked:.3f}', '15.1')
+        return {'owner_counts': counts, 'loss_masked': masked, 'loss_unmasked': unmasked,
+                'log_vocab': float(torch.tensor(float(tok.vocab_size)).log())}
+
+    # --- 15.2 warm start: format first, then skill
+    def s15_2(self):
+        s, tok = self.seed, self.tok
+        weak_play = [scripted_rollout(scripted_policy(kind, seed=k + s), BugFixEnv(), t, tok)
+                     for kind in ['blind', 'random'] for k in range(4) for t in self.train]
+        torch.manual_seed(0 + s)
+        weak = TinyAgent(tok.vocab_size)
+        weak_losses = sft_train(weak, weak_play, tok, steps=150, seed=0 + s)
+        self._save('weak', weak)
+        d_weak = self._describe(weak, 'weak base', '15.2')
+        sft_model = copy.deepcopy(weak)
+        hist = [(0, *self.evaluate(weak))]
+
+        def hook(step):
+            hist.append((step, *self.evaluate(sft_model)))
+            if step == 20:
+                self._save('sft_step20', copy.deepcopy(sft_model))
+
+        sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=60, hook=hook, seed=0 + s)
+        self._save('sft_step60', sft_model)
+        self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
+        d_sft = self._describe(sft_model, 'oracle SFT', '15.2')
+        return {'weak': d_weak, 'oracle_sft': d_sft, 'hist_sft': hist, 'weak_losses': weak_losses,
+                'sft_losses': sft_losses}
+
+    # --- 15.3 rejection sampling and expert iteration
+    def s15_3(self):
+        s, tok, weak = self.seed, self.tok, self._model('weak')
+
+        def flat_grad(loss, model):
+            return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
+
+        rate, sample = pass_rate(weak, self.train, tok, 4, seed=7 + s)
+        kept = [t for t in sample if t.reward == 1.0]
+        b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
+        logp = sequence_log_probs(weak, b_all['ids'])  # [B, T-1]
+        mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
+        g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
+        g_rft = flat_grad(sft_loss(weak, b_kept), weak)
+        scale = b_kept['action_mask'].sum() / mask.sum()
+        gap = (g_pg - scale * g_rft).abs().max().item()
+        self._say(f'kept {len(kept)} of {len(sample)} | token ratio {scale:.4f} | max |g_pg - ratio * g_rft| = {gap:.1e}', '15.3')
+        g_base = flat_grad(-((rewards - rewards.mean()) * logp * mask).sum() / mask.sum(), weak)
+        cosine = F.cosine_similarity(g_base, g_rft, 0).item()
+        self._say(f'cosine(baseline PG, RFT) = {cosine:.3f}', '15.3')
+
+        rft = copy.deepcopy(weak)
+        hist_rft = [(0, *self.evaluate(weak))]
+        rounds = []
+
+        def after_round(model):
+            hist_rft.append((15 * (len(hist_rft)), *self.evaluate(model)))
+            return {}
+
+        for row in expert_iteration(rft, self.train, tok, rounds=4, n_samples=16, steps=15, sample_seed=100 + s,
+                                    sft_seed=0 + s, evaluate=after_round):
+            rounds.append(row)
+            k = row['round']
+            self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
+                      f"{len(row['solved']):>2}/20 -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
+        self._save('rft', rft)
+        d_rft = self._describe(rft, 'after RFT', '15.3')
+        never = sorted({t.name for t in self.train} - set(rounds[0]['solved']))
+        self._say(f'tasks never solved by the weak base: {never}', '15.3')
+        first = Counter(t.info['actions'][0] for t in rounds[0]['kept']).most_common(3)
+        self._say(f'first action of kept episodes, round 0: {first}', '15.3')
+        save_trajectories(self.out / 'episodes' / 'rft_round1_kept.json', rounds[1]['kept'])
+        return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale.item(), 'grad_gap': gap,
+                'cosine': cosine, 'rounds': [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
+                                              'first_actions': dict(r['first_actions'])} for r in rounds],
+                'hist_rft': hist_rft, 'after_rft': d_rft, 'never_solved': never, 'first_kept': first}
+
+    # --- 15.4 DPO for agent trajectories
+    def _pairs(self):
+        if 'pairs' not in self.data:
+            _, sample = pass_rate(self._model('weak'), self.train, self.tok, 16, seed=300 + self.seed)
+            self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed)
+        return self.data['pairs']
+
+    def _train_dpo(self, nll_weight):
+        policy, monitor = copy.deepcopy(self._model('weak')), []
+
+        def evaluate(model):
+            rate_train, trajs = pass_rate(model, self.train, self.tok, 4, seed=self.seed)
+            return {'train': rate_train, 'held': pass_rate(model, self.heldout, self.tok, 4, seed=self.seed)[0],
+                    'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
+
+        log = train_dpo(policy, self._pairs(), self.tok, steps=100, beta=0.1, lr=1e-3, nll_weight=nll_weight,
+                        every=25, evaluate=evaluate, monitor=monitor)
+        return policy, log, monitor
+
+    def s15_4(self):
+        zero = torch.zeros(1)
+        values = []
+        for c, r in [(0.0, 0.0), (2.0, -2.0), (-2.0, 2.0)]:
+            v = dpo_loss(torch.tensor([c]), torch.tensor([r]), zero, zero, beta=0.5).item()
+            values.append(round(v, 4))
+            self._say(f'chosen ratio {c:+.0f}, rejected ratio {r:+.0f}: loss {v:.4f}', '15.4')
+        pairs = self._pairs()
+        n_tasks = len({w.info['task'] for w, _ in pairs})
+        self._say(f'pairs: {len(pairs)} | tasks with a pair: {n_tasks}', '15.4')
+        policy, log, monitor = self._train_dpo(0.0)
+        self._save('dpo', policy)
+        for row in log:
+            self._say(' | '.join(f'{k} {v:.2f}' if isinstance(v, float) else f'{k} {v}' for k, v in row.items()), '15.4')
+        return {'loss_values': values, 'pairs': len(pairs), 'tasks_with_pair': n_tasks, 'log': log, 'monitor': monitor}
+
+    # --- 15.5 four recipes from the same weak base
+    def s15_5(self):
+        s, tok = self.seed, self.tok
+        hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
+        hist_rft = [tuple(x) for x in self.results['15.3']['hist_rft']]
+        cold_rl = copy.deepcopy(self._model('sft_step20'))
+        hist_cold = hist_sft[:3] + train_rl(cold_rl, self.train, tok, 40, start=20, seed=0 + s, evaluate=self.evaluate)[1:]
+        self._save('sft_rl', cold_rl)
+        rl_only = copy.deepcopy(self._model('weak'))
+        hist_rl = train_rl(rl_only, self.train, tok, 60, seed=0 + s, evaluate=self.evaluate)
+        self._save('rl_only', rl_only)
+        recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
+        for name, hist in recipes.items():
+            self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
+        cost = {'SFT (oracle)': (20, 0), 'RFT': (0, 4 * 320), 'SFT -> RL': (20, 40 * 64), 'RL only': (0, 60 * 64)}
+        self._say(f'{"recipe":<13}{"demos":>7}{"sampled":>9}{"train":>7}{"held":>6}', '15.5')
+        for name, hist in recipes.items():
+            self._say(f'{name:<13}{cost[name][0]:>7}{cost[name][1]:>9}{hist[-1][1]:>7.2f}{hist[-1][2]:>6.2f}', '15.5')
+        return {'curves': recipes, 'cost': {k: {'demos': d, 'sampled': n} for k, (d, n) in cost.items()}}
+
+    # --- 15.6 design questions in practice
+    def s15_6(self):
+        s, tok = self.seed, self.tok
+        probes = {}
+        for label, name in [('weak base', 'weak'), ('SFT step 20', 'sft_step20'), ('SFT step 60', 'sft_step60')]:
+            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=8, seed=5 + s)
+            probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
+            self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
+
+        mismatched = copy.deepcopy(self._model('weak'))
+        sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=60, seed=0 + s)
+        self._save('mismatched', mismatched)
+        demo_text = tok.decode(strip_wrappers(self.oracle_demos[0]).ids[7:16].tolist())
+        self._say(f'demo text: {demo_text}', '15.6')
+        with torch.no_grad():
+            nll = sft_loss(mismatched, self.demo_batch).item()
+        self._say(f'NLL on correctly rendered demos: {nll:.3f}', '15.6')
+        d_mis = self._describe(mismatched, 'mismatched', '15.6')
+
+        dpo_last = self.results['15.4']['log'][-1]
+        policy, nll_log, nll_monitor = self._train_dpo(1.0)
+        self._save('dpo_nll', policy)
+        for row in [dpo_last, nll_log[-1]]:
+            self._say(f"step {row['step']}: train {row['train']:.2f} | held {row['held']:.2f} | invalid/ep {row['invalid']:.2f}"
+                      f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
+
+        kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
+        unique = dedup_by_actions(kept1)
+        self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
+        self._say(f'family share, raw:     {family_share(kept1)}', '15.6')
+        self._say(f'family share, deduped: {family_share(unique)}', '15.6')
+
+        hacker, hack_log = copy.deepcopy(self._model('weak')), []
+
+        def after_round(model):
+            _, trajs = pass_rate(model, self.train, tok, 4, seed=s, reward='public')
+            return {'public': sum(t.reward for t in trajs) / len(trajs),
+                    'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
+
+        for row in expert_iteration(hacker, self.train, tok, rounds=3, n_samples=16, steps=15, sample_seed=200 + s,
+                                    sft_seed=0 + s, reward='public', evaluate=after_round):
+            k = row['round']
+            hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
+                             'public': row['public'], 'hidden': row['hidden']})
+            self._say(f"round {k}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
+                      f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
+        self._save('hacker', hacker)
+        return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
+                'dpo_vs_dpo_nll': [dpo_last, nll_log[-1]], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
+                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1),
+                          'share_deduped': family_share(unique)},
+                'hacking': hack_log}

@@ -1,0 +1,68 @@
+"""Subcommands backed by the experiments package: ``reproduce``."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def _threads(n):
+    import torch
+    if n:
+        torch.set_num_threads(n)
+
+
+def _reproduce(args):
+    """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from . import figures, report
+    from .bands import check_transcript
+    from .ch15 import SECTIONS, TITLES, Chapter15
+
+    _threads(args.threads)
+    console = Console()
+    out = Path(args.out)
+    t0 = time.perf_counter()
+    with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
+                  TimeElapsedColumn(), console=console, transient=False) as bar:
+        job = bar.add_task('chapter 15', total=len(SECTIONS))
+
+        def progress(section, done, resumed=False):
+            if done:
+                bar.advance(job)
+                if resumed:
+                    console.print(f'[dim]section {section} loaded from {out}/results.json[/dim]')
+            else:
+                bar.update(job, description=f'{section} {TITLES[section]}')
+
+        log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
+        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress)
+        results = run.run()
+        bar.update(job, description='figures and report')
+    findings = check_transcript(run.transcript())
+    paths = figures.draw_all(results, out)
+    report.write(out, results, findings, args.seed, run.timing)
+    table = Table(title=f'Chapter 15 findings (seed shift {args.seed})')
+    for col in ('finding (BANDS.md)', 'measured', 'holds'):
+        table.add_column(col)
+    for name, ok, fig in findings:
+        table.add_row(name, fig, '[green]held[/green]' if ok else '[red]not held[/red]')
+    console.print(table)
+    held = sum(ok for _, ok, _ in findings)
+    console.print(f'{held} of {len(findings)} bands hold | {time.perf_counter() - t0:.0f} s | '
+                  f'{out}/results.json, report.md, ' + ', '.join(p.name for p in paths))
+    return 1 if args.strict and held < len(findings) else 0
+
+
+def add_commands(sub):
+    """Register the experiment subcommands on an argparse subparsers object."""
+    rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
+    rep.add_argument('--seed', type=int, default=0, help='shift every seed of the chapter by this much (0 = the chapter)')
+    rep.add_argument('--out', default='runs/reproduce', help='output folder (default runs/reproduce)')
+    rep.add_argument('--resume', action='store_true', help='continue a killed run from its finished sections')
+    rep.add_argument('--threads', type=int, default=0, help='torch threads (default: torch decides)')
+    rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
+    rep.add_argument('--strict', action='store_true', help='exit 1 if any finding does not hold')
+    rep.set_defaults(func=_reproduce)

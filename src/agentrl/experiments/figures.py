@@ -1,0 +1,103 @@
+"""The chapter's figures 15.2 to 15.4, drawn from a reproduction's ``results.json``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+COLORS = {'SFT (oracle)': '#1f77b4', 'RFT': '#ff7f0e', 'SFT -> RL': '#2ca02c', 'RL only': '#d62728'}
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def fig_dpo(results: dict, path: Path) -> Path:
+    """Figure 15.2: what a DPO dashboard shows (left) next to what the policy does (right)."""
+    plt = _plt()
+    r = results['15.4']
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [m[0] for m in r['monitor']]
+    ax1.plot(steps, [m[1] for m in r['monitor']], label='chosen', color='#2ca02c')
+    ax1.plot(steps, [m[2] for m in r['monitor']], label='rejected', color='#d62728')
+    ax1.axhline(0, color='grey', lw=0.8)
+    ax1.set(title='DPO monitor: log-prob change vs reference', xlabel='DPO step', ylabel='mean change of summed action log-prob (nats)')
+    ax1.legend()
+    log = r['log']
+    x = [row['step'] for row in log]
+    ax2.plot(x, [row['train'] for row in log], 'o-', label='train pass', color='#1f77b4')
+    ax2.plot(x, [row['held'] for row in log], 's-', label='held-out pass', color='#9467bd')
+    weak = results['15.2']['weak']
+    ax2.axhline(weak['train'], color='#1f77b4', ls=':', lw=1, label='weak base train pass')
+    ax2.set(title='What the policy does in the gym', xlabel='DPO step', ylabel='pass rate', ylim=(0, 1))
+    ax3 = ax2.twinx()
+    ax3.plot(x, [row['invalid'] for row in log], '^--', color='#8c564b', label='invalid calls / episode')
+    ax3.set_ylabel('invalid calls per episode')
+    lines = ax2.get_legend_handles_labels()
+    lines3 = ax3.get_legend_handles_labels()
+    ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], loc='upper left', fontsize=8)
+    fig.suptitle('Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
+    """Figure 15.3: train and held-out pass of the four recipes over gradient steps.
+
+    ``bands`` (optional, from a sweep) maps recipe -> {'train': (lo, hi) lists, 'held': ...} to
+    shade confidence intervals.
+    """
+    plt = _plt()
+    curves = results['15.5']['curves']
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, col, title in [(axes[0], 1, 'train tasks'), (axes[1], 2, 'held-out functions')]:
+        for name, hist in curves.items():
+            steps = [h[0] for h in hist]
+            ax.plot(steps, [h[col] for h in hist], 'o-', ms=3, label=name, color=COLORS[name])
+            if bands and name in bands:
+                key = 'train' if col == 1 else 'held'
+                lo, hi = bands[name][key]
+                ax.fill_between(steps, lo, hi, color=COLORS[name], alpha=0.15, lw=0)
+        ax.set(title=title, xlabel='gradient steps', ylim=(0, 1.02))
+    axes[0].set_ylabel('pass rate (hidden tests)')
+    axes[1].legend(loc='lower right', fontsize=8)
+    fig.suptitle('Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def fig_hacking(results: dict, path: Path) -> Path:
+    """Figure 15.4: kept episodes per public-filter round, split into real fixes and hacks; public vs hidden pass."""
+    plt = _plt()
+    log = results['15.6']['hacking']
+    rounds = [row['round'] for row in log]
+    real = [row['kept'] - row['hacks'] for row in log]
+    hacks = [row['hacks'] for row in log]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.bar(rounds, real, color='#2ca02c', label='real fixes (pass hidden tests)')
+    ax1.bar(rounds, hacks, bottom=real, color='#d62728', label='hacks (fail hidden tests)')
+    for x, r_, h in zip(rounds, real, hacks):
+        ax1.text(x, r_ + h, f'{h / max(r_ + h, 1):.0%} hacks', ha='center', va='bottom', fontsize=8)
+    ax1.set(title='Episodes kept by the public-test filter', xlabel='round', ylabel='kept episodes', xticks=rounds)
+    ax1.legend(fontsize=8)
+    ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label='public tests (the filter)')
+    ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
+    ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(0, 1.02), xticks=rounds)
+    ax2.legend(fontsize=8)
+    fig.suptitle('Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw_all(results: dict, out: Path) -> list:
+    """Write the three figures into ``out`` -> their paths."""
+    out = Path(out)
+    return [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png'),
+            fig_hacking(results, out / 'fig15_4_hacking.png')]

@@ -1,0 +1,304 @@
+"""TinyAgent: a small causal transformer policy with a key/value cache (DESIGN.md §4).
+
+Read top to bottom, small to large: config, the cache, attention, MLP, block, the model; then the
+two functions the chapter calls on it, ``sequence_log_probs`` and ``entropy_from_logits``.
+
+Shapes: B batch, T sequence, C new tokens in a cached step, S cached length, V vocabulary,
+d model width, nh heads, hs head size (d = nh * hs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class TinyAgentConfig:
+    """Shape of a TinyAgent."""
+    vocab_size: int
+    """Number of token ids (the tokenizer's ``vocab_size``)."""
+    d_model: int = 96
+    """Width of the residual stream. At 64 some held-out functions transfer poorly; 96 transfers all."""
+    n_layers: int = 2
+    """Transformer blocks."""
+    n_heads: int = 4
+    """Attention heads per block (head size d_model / n_heads)."""
+    block_size: int = 320
+    """Longest sequence; the env's ``max_tokens`` must not exceed it."""
+    rotary_frac: float = 0.5
+    """Share of each head's dims that carry rotary positions; the rest match on content alone."""
+    qk_temperature: float = 8.0
+    """Initial scale of the cosine attention logits (learned per head)."""
+    abs_pos_std: float = 0.0
+    """Init std of learned absolute position embeddings added to the input; 0 (default) leaves them
+    out. With them, a policy trained on demos rendered without the template wrappers breaks on
+    rollouts (section 15.6's mismatch), but it also memorises function names by position and
+    transfers worse to held-out functions (``scripts/ablate_transfer.py`` measures both)."""
+    init_std: float = 0.05
+    """Std of the initial weights. Larger than GPT-2's 0.02: with Adam at the chapter's lr 3e-3,
+    a cue in the source then reaches the op logit within ten or twenty steps."""
+
+    def __post_init__(self):
+        for name in ('vocab_size', 'd_model', 'n_layers', 'n_heads', 'block_size'):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f'{name} must be a positive int, got {value!r}')
+        if self.d_model % self.n_heads:
+            raise ValueError(f'd_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})')
+        if not 0.0 <= self.rotary_frac <= 1.0:
+            raise ValueError(f'rotary_frac must lie in [0, 1], got {self.rotary_frac!r}')
+        if not self.abs_pos_std >= 0:
+            raise ValueError(f'abs_pos_std must be >= 0, got {self.abs_pos_std!r}')
+        if not self.init_std > 0:
+            raise ValueError(f'init_std must be > 0, got {self.init_std!r}')
+        if not self.qk_temperature > 0:
+            raise ValueError(f'qk_temperature must be > 0, got {self.qk_temperature!r}')
+
+    @property
+    def rotary_dims(self) -> int:
+        """Dims per head that rotate with position (an even number)."""
+        return int(self.d_model // self.n_heads * self.rotary_frac) // 2 * 2
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding on the first ``dims`` dims of each head (RoPE, Su et al. 2021).
+
+    Only *relative* position reaches the attention scores, so no token sits at an absolute
+    position the model could memorise (a prompt's function name, say); the remaining dims of
+    each head compare content alone, which is how the policy finds a family cue anywhere in a source.
+    """
+
+    def __init__(self, dims: int, block_size: int, base: float = 10000.0):
+        super().__init__()
+        self.dims = dims
+        inv = 1.0 / base ** (torch.arange(0, dims, 2).float() / max(dims, 1))  # (dims/2,)
+        angles = torch.arange(block_size).float()[:, None] * inv[None, :]  # (block, dims/2)
+        self.register_buffer('cos', angles.cos(), persistent=False)
+        self.register_buffer('sin', angles.sin(), persistent=False)
+
+    def forward(self, x, positions):
+        """x (B, nh, T, hs), positions (T,) or (B, T) -> x with its first ``dims`` dims rotated."""
+        if self.dims == 0:
+            return x
+        cos, sin = self.cos[positions], self.sin[positions]  # (T, dims/2) or (B, T, dims/2)
+        if cos.dim() == 3:
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, dims/2)
+        rot, rest = x[..., :self.dims], x[..., self.dims:]
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]  # (B, nh, T, dims/2) each
+        rot = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (B, nh, T, dims)
+        return torch.cat((rot, rest), dim=-1)
+
+
+class KVCache:
+    """Keys and values of every layer for a batch of sequences that grow at different speeds.
+
+    Row ``b`` holds ``lengths[b]`` valid positions; a cached forward writes its new tokens at
+    positions ``lengths[b] .. lengths[b] + C - 1`` and attends causally by absolute position, so
+    rows with different prefix lengths share one batched forward.
+    """
+
+    def __init__(self, n_layers, batch, n_heads, capacity, head_size, dtype=torch.float32):
+        shape = (batch, n_heads, capacity, head_size)  # (B, nh, S_max, hs)
+        self.k = [torch.zeros(shape, dtype=dtype) for _ in range(n_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype) for _ in range(n_layers)]
+        self.lengths = torch.zeros(batch, dtype=torch.long)  # (B,)
+        self.capacity = capacity
+
+    def reserve(self, needed: int):
+        """Grow every layer's storage (doubling) so that ``needed`` positions fit."""
+        if needed <= self.capacity:
+            return
+        new = max(needed, 2 * self.capacity)
+        pad = lambda t: torch.cat([t, t.new_zeros(t.shape[0], t.shape[1], new - self.capacity, t.shape[3])], dim=2)
+        self.k, self.v = [pad(k) for k in self.k], [pad(v) for v in self.v]
+        self.capacity = new
+
+    def keep(self, rows: torch.Tensor):
+        """Drop every row not in ``rows`` (finished episodes leave the batch)."""
+        self.k = [k.index_select(0, rows) for k in self.k]
+        self.v = [v.index_select(0, rows) for v in self.v]
+        self.lengths = self.lengths.index_select(0, rows)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention with QK-norm: logits are ``g * cos(q, k)``, ``g`` learned per head.
+
+    Normalising queries and keys keeps the logits in a trained range from the first step, so a
+    head can sharpen onto a cue token in tens of steps (cosine attention; cf. QK-norm in OLMo 2).
+    """
+
+    def __init__(self, cfg: TinyAgentConfig, rotary: Rotary):
+        super().__init__()
+        self.n_heads, self.head_size = cfg.n_heads, cfg.d_model // cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.temperature = nn.Parameter(torch.full((cfg.n_heads, 1, 1), float(cfg.qk_temperature)))
+        self.rotary = rotary
+
+    def forward(self, x, positions, cache=None, layer=0, mask=None):
+        """x (B, T, d) -> (B, T, d). With a cache: store this chunk's keys/values, attend to the prefix."""
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)  # 3 x (B, T, d)
+        q = q.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        q = self.rotary(F.normalize(q, dim=-1), positions) * self.temperature  # (B, nh, T, hs)
+        k = self.rotary(F.normalize(k, dim=-1), positions)  # (B, nh, T, hs)
+        if cache is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)  # (B, nh, T, hs)
+        else:
+            rows = torch.arange(B)[:, None]  # (B, 1)
+            cache.k[layer][rows, :, positions] = k.transpose(1, 2)  # (B, T, nh, hs) into (B, nh, S_max, hs)
+            cache.v[layer][rows, :, positions] = v.transpose(1, 2)
+            S = mask.shape[-1]
+            y = F.scaled_dot_product_attention(q, cache.k[layer][:, :, :S], cache.v[layer][:, :, :S],
+                                               attn_mask=mask, scale=1.0)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, d)  # (B, T, d)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: TinyAgentConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
+        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TinyAgentConfig, rotary: Rotary):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn, self.mlp = CausalSelfAttention(cfg, rotary), MLP(cfg)
+
+    def forward(self, x, positions, cache=None, layer=0, mask=None):
+        x = x + self.attn(self.ln1(x), positions, cache, layer, mask)
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyAgent(nn.Module):
+    """A small causal transformer policy: ``model(ids [B, T]) -> logits [B, T, V]`` (DESIGN.md §4).
+
+    Pre-norm blocks with cosine (QK-norm) attention and partial rotary positions, and an output
+    head separate from the input embedding. Why these choices: with absolute positions the policy
+    memorises the function name at its fixed prompt slot instead of reading the source, and with a
+    tied head the never-predicted names of held-out functions drift into noise; both block transfer
+    to held-out functions (``scripts/ablate_transfer.py`` measures each choice; see the README).
+    Weights start small, so logits start near uniform (loss near log V). Right padding is safe:
+    attention is causal, so pad tokens after a sequence never change its logits.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 96, n_layers: int = 2, n_heads: int = 4, block_size: int = 320,
+                 rotary_frac: float = 0.5, qk_temperature: float = 8.0, abs_pos_std: float = 0.0,
+                 init_std: float = 0.05):
+        super().__init__()
+        self.config = cfg = TinyAgentConfig(vocab_size, d_model, n_layers, n_heads, block_size, rotary_frac,
+                                            qk_temperature, abs_pos_std, init_std)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        rotary = Rotary(cfg.rotary_dims, 2 * cfg.block_size)  # room for a padded chunk past the end
+        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=cfg.init_std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        self.pos_emb = None
+        if cfg.abs_pos_std > 0:
+            self.pos_emb = nn.Embedding(2 * cfg.block_size, cfg.d_model)
+            nn.init.normal_(self.pos_emb.weight, std=cfg.abs_pos_std)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def _check_ids(self, ids):
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.dim() != 2:
+            raise TypeError(f'ids must be a LongTensor [B, T], got '
+                            f'{type(ids).__name__ if not isinstance(ids, torch.Tensor) else (ids.dtype, tuple(ids.shape))}')
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+            raise ValueError(f'ids must lie in [0, {self.config.vocab_size}) (the vocabulary), '
+                             f'got values in [{int(ids.min())}, {int(ids.max())}]')
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, T) -> logits (B, T, V)."""
+        self._check_ids(ids)
+        B, T = ids.shape
+        if T > self.config.block_size:
+            raise ValueError(f'sequence of {T} tokens is longer than block_size {self.config.block_size}')
+        positions = torch.arange(T)
+        x = self.tok_emb(ids)  # (B, T, d)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions)
+        for block in self.blocks:
+            x = block(x, positions)
+        return self.head(self.ln_f(x))  # (B, T, V)
+
+    # --- cached decoding, used by rollouts
+    def new_cache(self, batch: int, capacity: int = 128) -> KVCache:
+        """An empty cache for ``batch`` sequences; it grows as needed."""
+        cfg = self.config
+        return KVCache(cfg.n_layers, batch, cfg.n_heads, capacity, cfg.d_model // cfg.n_heads, self.tok_emb.weight.dtype)
+
+    def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Feed a chunk through the cache -> logits (B, V) at each row's last new token.
+
+        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding). They are
+        written at positions ``cache.lengths[b] ...`` and the lengths advance by ``n_new``. A row
+        with ``n_new[b] == 0`` is left as it was (its logits are meaningless).
+        """
+        B, C = ids.shape
+        start = cache.lengths  # (B,)
+        positions = start[:, None] + torch.arange(C)[None, :]  # (B, C)
+        S = int((start + n_new).max().clamp(min=1))
+        if S > self.config.block_size:
+            raise ValueError(f'sequence of {S} tokens is longer than block_size {self.config.block_size}')
+        cache.reserve(int(positions.max()) + 1)
+        mask = torch.arange(S)[None, None, None, :] <= positions[:, None, :, None]  # (B, 1, C, S)
+        x = self.tok_emb(ids)  # (B, C, d)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions)
+        for i, block in enumerate(self.blocks):
+            x = block(x, positions, cache, i, mask)
+        last = (n_new - 1).clamp(min=0)  # (B,)
+        h = self.ln_f(x[torch.arange(B), last])  # (B, d)
+        cache.lengths = start + n_new
+        return self.head(h)  # (B, V)
+
+    # --- checkpoints: safetensors weights + JSON config, never pickle
+    def save(self, path, tok=None) -> None:
+        """Write the weights to ``path`` (safetensors) with the config (and ``tok``'s vocabulary) in its metadata."""
+        from .checkpoint import save_checkpoint
+        save_checkpoint(self, path, tok)
+
+    @classmethod
+    def load(cls, path, tok=None) -> 'TinyAgent':
+        """Load a model written by ``save``; a truncated, corrupted or foreign file, or a vocabulary
+        that differs from ``tok``'s, raises ``ValueError``."""
+        from .checkpoint import load_model
+        return load_model(path, tok)
+
+
+def sequence_log_probs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Log-prob of each next token under ``model``: ids (B, T) -> (B, T-1) (section 15.1)."""
+    logits = model(ids)[:, :-1]  # (B, T-1, V)
+    B, T1, V = logits.shape
+    return -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) of softmax(logits) over the last dim, (..., V) -> (...) (section 15.2).
+
+    Stable for very peaked logits, and never NaN: tokens with zero probability (including ``-inf``
+    logits) contribute exactly 0, and a row with no finite logit has entropy 0.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    p = logp.exp()
+    ent = -(p * logp.masked_fill(p == 0, 0.0)).sum(-1)
+    return torch.nan_to_num(ent, nan=0.0)

@@ -1,0 +1,1 @@
+"""The chapter's recipes, one module each."""

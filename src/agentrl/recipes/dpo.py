@@ -1,0 +1,97 @@
+"""DPO on agent episodes (sections 15.4 and 15.6).
+
+An episode's log-likelihood ratio between the policy and a reference cancels every environment
+term (both face the same environment), so each ratio is a sum over *action tokens only*:
+``episode_logp`` masks exactly as ``sft_loss`` does. ``dpo_loss`` takes those summed log-probs.
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from ..model import sequence_log_probs
+from ..render import collate
+from .sft import sft_loss
+
+LOSSES = ('sigmoid', 'ipo', 'hinge')
+
+
+def episode_logp(model, batch) -> torch.Tensor:
+    """Summed log-prob of each episode's action tokens: batch from collate -> [B] (section 15.4)."""
+    return (sequence_log_probs(model, batch['ids']) * batch['action_mask']).sum(-1)  # [B]
+
+
+def dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta=0.1):
+    """DPO loss from summed action log-probs, each [B] -> scalar; reference terms are constants (section 15.4)."""
+    chosen_ratio = policy_logp_chosen - ref_chosen.detach()  # [B]
+    rejected_ratio = policy_logp_rejected - ref_rejected.detach()  # [B]
+    return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
+
+
+def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta=0.1, loss='sigmoid'):
+    """A pairwise preference loss on log-ratio margins: ``'sigmoid'`` (DPO), ``'ipo'`` or ``'hinge'`` -> scalar.
+
+    IPO regresses the margin to ``1 / (2 beta)`` (Azar et al. 2023); hinge is ``relu(1 - beta * margin)``
+    (SLiC, Zhao et al. 2023).
+    """
+    if loss not in LOSSES:
+        raise ValueError(f'unknown loss {loss!r}; valid losses are {list(LOSSES)}')
+    if loss == 'sigmoid':
+        return dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
+    margin = (policy_logp_chosen - ref_chosen.detach()) - (policy_logp_rejected - ref_rejected.detach())  # [B]
+    if loss == 'ipo':
+        return ((margin - 1 / (2 * beta)) ** 2).mean()
+    return F.relu(1 - beta * margin).mean()
+
+
+def make_pairs(sample, tasks, seed=0) -> list:
+    """Pair every success with a random failure of the same task -> list of (chosen, rejected) (section 15.4)."""
+    rng, pairs = random.Random(seed), []
+    for task in tasks:
+        episodes = [t for t in sample if t.info['task'] == task.name]
+        wins, losses = [t for t in episodes if t.reward == 1], [t for t in episodes if t.reward == 0]
+        if losses:
+            pairs += [(w, rng.choice(losses)) for w in wins]
+    return pairs
+
+
+def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
+              every=25, evaluate=None, monitor=None):
+    """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).
+
+    The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now). With
+    ``nll_weight > 0`` the chosen episodes' ``sft_loss`` is added (DPO + NLL, as in Iterative
+    RPO). Each log row holds the step, the mean change of chosen and rejected log-probs from the
+    reference (before that step's update, as the chapter logs them), and ``evaluate(policy)``.
+    Pass a list as ``monitor`` to also get (step, d_chosen, d_rejected) at every step: the DPO
+    dashboard's view, which the chapter's figure 15.2 sets beside what the policy does.
+    """
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError('train_dpo needs at least one (chosen, rejected) pair, got an empty list')
+    chosen_b = collate([c for c, _ in pairs], tok.pad_id)
+    rejected_b = collate([r for _, r in pairs], tok.pad_id)
+    with torch.no_grad():
+        ref = policy if ref_model is None else ref_model
+        ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)
+    opt = torch.optim.AdamW(policy.parameters(), lr=lr)
+    log = []
+    for step in range(1, steps + 1):
+        pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
+        loss_value = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
+        if nll_weight:
+            loss_value = loss_value + nll_weight * sft_loss(policy, chosen_b)
+        opt.zero_grad()
+        loss_value.backward()
+        opt.step()
+        d_chosen, d_rejected = (pc - ref_c).mean().item(), (pr - ref_r).mean().item()
+        if monitor is not None:
+            monitor.append((step, d_chosen, d_rejected))
+        if step % every == 0:
+            row = {'step': step, 'd_chosen': d_chosen, 'd_rejected': d_rejected}
+            if evaluate is not None:
+                row.update(evaluate(policy))
+            log.append(row)
+    return log

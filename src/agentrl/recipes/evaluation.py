@@ -1,0 +1,24 @@
+"""Measuring a policy in the gym: pass rate and action entropy (section 15.2)."""
+from __future__ import annotations
+
+import torch
+
+from ..env import BugFixEnv
+from ..model import entropy_from_logits
+from ..rollout import rollout_batch
+
+
+def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden'):
+    """Sample n_samples episodes per task in lockstep -> (mean reward, list of Trajectory) (section 15.2)."""
+    gen = torch.Generator().manual_seed(seed)
+    batch_tasks = [t for t in tasks for _ in range(n_samples)]
+    envs = [BugFixEnv(reward=reward) for _ in batch_tasks]
+    trajs = rollout_batch(model, envs, batch_tasks, tok, temperature=temperature, generator=gen)
+    return sum(t.reward for t in trajs) / len(trajs), trajs
+
+
+def action_entropy(model, batch) -> float:
+    """Mean next-token entropy over action tokens of a collate batch -> float (section 15.2)."""
+    with torch.no_grad():
+        ent = entropy_from_logits(model(batch['ids'])[:, :-1])  # [B, T-1]
+    return ((ent * batch['action_mask']).sum() / batch['action_mask'].sum()).item()

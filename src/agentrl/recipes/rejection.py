@@ -1,0 +1,83 @@
+"""Rejection sampling and expert iteration (sections 15.3 and 15.6).
+
+One round samples episodes from the current policy, keeps those the filter accepts (reward 1),
+and fine-tunes on them with ``sft_train``: filtered behaviour cloning. Repeating it is expert
+iteration. Because the filter is the reward, running it with ``reward='public'`` is the chapter's
+reward-hacking experiment: every round records how many kept episodes fail the hidden tests.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from ..tasks import FAMILIES
+from .evaluation import pass_rate
+from .sft import sft_train
+
+
+def keep_successes(trajs) -> list:
+    """The episodes the filter accepts: reward 1 (section 15.3)."""
+    return [t for t in trajs if t.reward == 1.0]
+
+
+def dedup_by_actions(trajs) -> list:
+    """One episode per (task, action sequence), the first seen of each (section 15.6, option a)."""
+    unique = {}
+    for t in trajs:
+        unique.setdefault((t.info['task'], tuple(t.info['actions'])), t)
+    return list(unique.values())
+
+
+def cap_per_task(trajs, cap: int, seed: int = 0) -> list:
+    """At most ``cap`` episodes per task, drawn at random with ``seed`` (section 15.6, option b)."""
+    if not isinstance(cap, int) or cap < 1:
+        raise ValueError(f'cap must be a positive int, got {cap!r}')
+    rng = random.Random(seed)
+    by_task = {}
+    for t in trajs:
+        by_task.setdefault(t.info['task'], []).append(t)
+    out = []
+    for task in by_task:
+        group = by_task[task]
+        out += group if len(group) <= cap else rng.sample(group, cap)
+    return out
+
+
+def family_share(trajs) -> dict:
+    """Share of ``trajs`` from each family, rounded to 2 decimals (section 15.6)."""
+    trajs = list(trajs)
+    if not trajs:
+        return {f: 0.0 for f in FAMILIES}
+    return {f: round(sum(t.info['family'] == f for t in trajs) / len(trajs), 2) for f in FAMILIES}
+
+
+def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
+                     reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None):
+    """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
+
+    Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
+    successes under ``reward`` (optionally deduplicated by action sequence and capped per task),
+    and runs ``steps`` SFT steps on them with seed ``sft_seed + k``. Each round's dict holds the
+    sample pass rate, the kept episodes, the solved task names, ``hacks`` (kept episodes that fail
+    the hidden tests: the exploit under ``reward='public'``), and whatever ``evaluate(model)``
+    returns (a dict), measured after the round's SFT.
+    """
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    history = []
+    for k in range(rounds):
+        rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward)
+        kept = keep_successes(sample)
+        if dedup:
+            kept = dedup_by_actions(kept)
+        if per_task_cap is not None:
+            kept = cap_per_task(kept, per_task_cap, seed=sft_seed + k)
+        row = {'round': k, 'rate': rate, 'kept': kept, 'solved': sorted({t.info['task'] for t in kept}),
+               'hacks': sum(not t.info['hidden_pass'] for t in kept),
+               'first_actions': Counter(t.info['actions'][0] for t in kept)}
+        if kept:  # nothing passed the filter: this round cannot teach anything
+            sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k)
+        if evaluate is not None:
+            row.update(evaluate(model))
+        history.append(row)
+    return history

@@ -1,0 +1,49 @@
+"""Trajectory SFT with the action mask (sections 15.1-15.2).
+
+The log-likelihood of a demo is the sum of its policy tokens' log-probs plus terms the policy's
+parameters do not touch (the prompt, the tools' replies). So maximum likelihood on demos *is* the
+masked objective: ``sft_loss`` averages the negative log-prob over action tokens only.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..model import sequence_log_probs
+from ..render import collate
+
+
+def sft_loss(model, batch) -> torch.Tensor:
+    """Masked NLL on policy tokens: batch from collate (ids [B, T], action_mask [B, T-1]) -> scalar (section 15.1)."""
+    logp = sequence_log_probs(model, batch['ids'])  # [B, T-1]
+    mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
+    return -(logp * mask).sum() / mask.sum()
+
+
+def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10):
+    """Minibatch SFT on trajectories with sft_loss; hook(step) runs every `every` steps -> list of losses (section 15.2).
+
+    Each step samples ``batch_size`` trajectories with replacement (seeded by ``seed``), takes one
+    AdamW step on ``sft_loss``, and calls ``hook(step)`` every ``every`` steps, so an experiment can
+    evaluate or snapshot the model without restarting the optimizer.
+    """
+    trajs = list(trajs)
+    if not trajs:
+        raise ValueError('sft_train needs at least one trajectory, got an empty list')
+    for name, value in (('steps', steps), ('batch_size', batch_size), ('every', every)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'steps' else 1):
+            raise ValueError(f'{name} must be a positive int, got {value!r}')
+    if not lr > 0:
+        raise ValueError(f'lr must be > 0, got {lr!r}')
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for step in range(1, steps + 1):
+        idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)
+        loss = sft_loss(model, collate([trajs[i] for i in idx.tolist()], tok.pad_id))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if hook is not None and step % every == 0:
+            hook(step)
+    return losses

@@ -1,0 +1,156 @@
+"""Rollouts: scripted episodes, and lockstep batched sampling from a TinyAgent (DESIGN.md §3-4).
+
+Both go through ``render.EpisodeBuilder``, so a demo and a sampled episode of the same calls are
+token-identical.
+"""
+from __future__ import annotations
+
+import torch
+
+from .render import EpisodeBuilder, Trajectory
+
+
+def scripted_rollout(policy, env, task, tok) -> Trajectory:
+    """Play one episode of ``task`` with a scripted ``policy`` in ``env`` -> Trajectory (section 15.1).
+
+    Rendered exactly as ``rollout_batch`` renders a model's episode.
+    """
+    obs, info = env.reset(options={'task': task})
+    policy.reset(info['task'])
+    episode = EpisodeBuilder(tok)
+    episode.prompt(obs)
+    while True:
+        call = policy(obs)
+        episode.call(tok.encode(call) + [tok.stop_id])
+        obs, reward, terminated, truncated, info = env.step(call)
+        if obs:
+            episode.reply(obs)
+        if terminated or truncated:
+            return episode.build(reward, info)
+
+
+# --- model rollouts ------------------------------------------------------------------------------
+
+class _CachedDecoder:
+    """Feeds chunks through the model's key/value cache: each step costs only the new tokens."""
+
+    def __init__(self, model, batch):
+        self.model, self.cache = model, model.new_cache(batch)
+
+    def feed(self, chunks):
+        """chunks: one list of new token ids per row (may be empty) -> logits (B, V) after each row's last."""
+        n_new = torch.tensor([len(c) for c in chunks])
+        C = max(int(n_new.max()), 1)
+        ids = torch.zeros(len(chunks), C, dtype=torch.long)  # (B, C), padded with token 0
+        for b, c in enumerate(chunks):
+            ids[b, :len(c)] = torch.tensor(c, dtype=torch.long)
+        return self.model.forward_cached(ids, n_new, self.cache)
+
+    def keep(self, rows):
+        self.cache.keep(rows)
+
+
+class _FullDecoder:
+    """The no-cache reference: re-runs every row's whole prefix at each step (for tests and the benchmark)."""
+
+    def __init__(self, model, batch):
+        self.model, self.seqs = model, [[] for _ in range(batch)]
+
+    def feed(self, chunks):
+        for s, c in zip(self.seqs, chunks):
+            s.extend(c)
+        lengths = torch.tensor([len(s) for s in self.seqs])
+        ids = torch.zeros(len(self.seqs), int(lengths.max()), dtype=torch.long)  # (B, T), right-padded
+        for b, s in enumerate(self.seqs):
+            ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
+        logits = self.model(ids)  # (B, T, V)
+        return logits[torch.arange(len(self.seqs)), lengths - 1]  # (B, V)
+
+    def keep(self, rows):
+        self.seqs = [self.seqs[i] for i in rows.tolist()]
+
+
+def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
+    envs, tasks = list(envs), list(tasks)
+    if len(envs) != len(tasks):
+        raise ValueError(f'rollout_batch needs one env per task: got {len(envs)} envs and {len(tasks)} tasks')
+    if not envs:
+        raise ValueError('rollout_batch needs at least one (env, task) pair')
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f'temperature must be a number > 0, got {temperature!r}')
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f'generator must be a torch.Generator or None, got {type(generator).__name__}')
+    if getattr(model, 'vocab_size', tok.vocab_size) != tok.vocab_size:
+        raise ValueError(f'model vocab_size {model.vocab_size} does not match the tokenizer ({tok.vocab_size})')
+    block = getattr(getattr(model, 'config', None), 'block_size', None)
+    for env in envs:
+        if block is not None and env.max_tokens > block:
+            raise ValueError(f'env max_tokens ({env.max_tokens}) exceeds the model block_size ({block})')
+    return envs, tasks
+
+
+@torch.no_grad()
+def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=None, use_cache: bool = True):
+    """Sample one episode per (env, task) pair, all in lockstep -> list of Trajectory (DESIGN.md §4).
+
+    Every live episode advances together: a turn is one batched forward per sampled call token
+    (over every live episode, through a key/value cache), then each env answers its call, then one
+    batched prefill appends all the replies. Episodes that end leave the batch. ``logprobs`` hold
+    the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
+    ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
+    at every step instead (the reference the benchmark compares against).
+    """
+    envs, tasks = _check_rollout_args(model, envs, tasks, tok, temperature, generator)
+    was_training = model.training
+    model.eval()
+    B = len(envs)
+    episodes = [EpisodeBuilder(tok) for _ in range(B)]
+    results: list[Trajectory | None] = [None] * B
+    live = list(range(B))  # episode index of each row of the batch
+    chunks = []
+    for env, task, ep in zip(envs, tasks, episodes):
+        obs, _ = env.reset(options={'task': task})
+        chunks.append(ep.prompt(obs))
+    decoder = (_CachedDecoder if use_cache else _FullDecoder)(model, B)
+    vocab, stop = tok.vocab, tok.stop_id
+    while live:
+        logits = decoder.feed(chunks)  # (n, V): next-token logits of every live row
+        n = len(live)
+        calls = [[] for _ in range(n)]
+        call_lp = [[] for _ in range(n)]
+        calling = list(range(n))  # rows still writing their call
+        max_call = max(envs[b].max_call_tokens for b in live)
+        for step in range(max_call):
+            logp = torch.log_softmax(logits[calling] / temperature, dim=-1)  # (m, V)
+            sampled = torch.multinomial(logp.exp(), 1, generator=generator)  # (m, 1)
+            lps = logp.gather(1, sampled).squeeze(1).tolist()
+            still, feed = [], [[] for _ in range(n)]
+            for i, t, lp in zip(calling, sampled.squeeze(1).tolist(), lps):
+                calls[i].append(t)
+                call_lp[i].append(lp)
+                if t != stop and len(calls[i]) < envs[live[i]].max_call_tokens:
+                    still.append(i)
+                    feed[i] = [t]
+            calling = still
+            if not calling:
+                break
+            logits_still = decoder.feed(feed)  # (n, V); rows not in `calling` stay put
+            logits = logits_still
+        # every call is written: each env answers, finished episodes leave
+        chunks, keep = [], []
+        for i, b in enumerate(live):
+            ids = calls[i]
+            words = ids[:-1] if ids[-1] == stop else ids
+            episodes[b].call(ids, call_lp[i])
+            obs, reward, terminated, truncated, info = envs[b].step(' '.join(vocab[t] for t in words))
+            reply = episodes[b].reply(obs) if obs else []
+            if terminated or truncated:
+                results[b] = episodes[b].build(reward, info)
+            else:
+                keep.append(i)
+                chunks.append([ids[-1]] + reply)  # the last call token is not fed yet
+        if len(keep) < n:
+            decoder.keep(torch.tensor(keep, dtype=torch.long))
+        live = [live[i] for i in keep]
+    model.train(was_training)
+    return results
