@@ -43,11 +43,12 @@ class BugFixEnv(gym.Env):
         max_turns: calls per episode before it is truncated.
         max_tokens: tokens per rendered episode; it is truncated before a reply would exceed it.
         max_call_words: words a call may have; longer calls are invalid. A rollout stops sampling a
-            call after ``max_call_words + 1`` tokens without a stop token.
+            call after ``max_call_words + 1`` tokens without a stop token, and ``step`` likewise keeps
+            only the first ``max_call_words + 1`` words of a call.
         tasks: the tasks ``reset`` draws from when no task is given (default: all 30).
     """
 
-    metadata = {'render_modes': ['ansi']}
+    metadata = {'render_modes': ['ansi'], 'render_fps': 4}
     _spaces = {}
 
     def __init__(self, reward: str = 'hidden', max_turns: int = 6, max_tokens: int = 320, max_call_words: int = 2,
@@ -99,7 +100,7 @@ class BugFixEnv(gym.Env):
             raise RuntimeError('call reset() before step(), and again after an episode ends')
         if not isinstance(action, str):
             raise TypeError(f'action must be the call text (str), got {type(action).__name__}')
-        words = action.split()
+        words = action.split()[:self.max_call_tokens]  # the cap every rollout applies; longer is invalid anyway
         self.turn += 1
         self.actions.append(' ' + ' '.join(words) + ' ')
         self.n_tokens += len(words) + 1  # the call and its stop token
@@ -166,3 +167,7 @@ class BugFixEnv(gym.Env):
         public, hidden = run_tests(task, self.words)
         return {'task': task.name, 'family': task.family, 'actions': list(self.actions), 'n_invalid': self.n_invalid,
                 'submitted': self.submitted, 'hidden_pass': hidden, 'public_pass': public, 'turn': self.turn}
+
+
+gym.register(id='agentrl/BugFix-v0', entry_point='agentrl.env:BugFixEnv')
+"""``gymnasium.make('agentrl/BugFix-v0', reward='public')`` builds a ``BugFixEnv``."""

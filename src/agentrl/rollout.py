@@ -20,9 +20,9 @@ def scripted_rollout(policy, env, task, tok) -> Trajectory:
     episode = EpisodeBuilder(tok)
     episode.prompt(obs)
     while True:
-        call = policy(obs)
-        episode.call(tok.encode(call) + [tok.stop_id])
-        obs, reward, terminated, truncated, info = env.step(call)
+        ids = (tok.encode(policy(obs)) + [tok.stop_id])[:env.max_call_tokens]  # the cap a model's call has too
+        episode.call(ids)
+        obs, reward, terminated, truncated, info = env.step(tok.decode([i for i in ids if i != tok.stop_id], skip_special=False))
         if obs:
             episode.reply(obs)
         if terminated or truncated:

@@ -7,7 +7,8 @@ The gym's tests really run the (edited) source. Three guards keep that safe and 
    ``__class__`` escapes), no ``open`` or ``print``: nothing can reach I/O.
 2. **A step budget.** Every loop body and function entry ticks a counter; past ``max_steps`` ticks
    or ``max_seconds`` of wall time the run raises, so an infinite loop is a failed test in
-   milliseconds. ``**``, ``*`` and ``<<`` go through helpers that refuse gigantic results.
+   milliseconds. Work that a single step could hide is bounded too: ``**``, ``*``, ``+`` and
+   ``<<`` refuse gigantic results, and ``range`` and ``sum`` refuse more than ``MAX_ITEMS`` items.
 3. **Failures are results.** Any exception (a ``SyntaxError``, a ``ZeroDivisionError``, the budget)
    makes that test fail; nothing propagates out of ``run_tests``.
 
@@ -20,18 +21,42 @@ import copy
 import time
 from functools import lru_cache
 
-SAFE_BUILTINS = {'len': len, 'min': min, 'max': max, 'range': range, 'abs': abs, 'sum': sum,
+MAX_BITS = 4096
+"""Largest integer result (in bits) that ``**``, ``*`` and ``<<`` may produce in the sandbox."""
+MAX_ITEMS = 100_000
+"""Largest sequence ``*``, ``+`` and ``range`` may build, or ``sum`` may add up."""
+
+
+class BudgetExceeded(RuntimeError):
+    """Raised inside sandboxed code that ran too many steps, too long, or built something too big."""
+
+
+def _range(*args):
+    r = range(*args)
+    if len(r) > MAX_ITEMS:
+        raise BudgetExceeded('range too long')
+    return r
+
+
+def _sum(iterable, start=0):
+    if not isinstance(start, (int, float)):
+        raise TypeError('sum() start must be a number in the sandbox')
+    total = start
+    for i, x in enumerate(iterable):
+        if i >= MAX_ITEMS:
+            raise BudgetExceeded('sum over too many items')
+        total = total + x
+    return total
+
+
+SAFE_BUILTINS = {'len': len, 'min': min, 'max': max, 'range': _range, 'abs': abs, 'sum': _sum,
                  'True': True, 'False': False, 'None': None}
 _ALLOWED = (ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Return, ast.Assign, ast.AugAssign,
             ast.For, ast.While, ast.If, ast.Expr, ast.Pass, ast.Break, ast.Continue, ast.Name, ast.Load,
             ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call,
             ast.Subscript, ast.Slice, ast.List, ast.Tuple, ast.IfExp, ast.operator, ast.unaryop,
             ast.boolop, ast.cmpop, ast.expr_context)
-_GUARDED = {ast.Pow: '__pow__', ast.Mult: '__mul__', ast.LShift: '__lshift__'}
-
-
-class BudgetExceeded(RuntimeError):
-    """Raised inside sandboxed code that ran too many steps or too long."""
+_GUARDED = {ast.Pow: '__pow__', ast.Mult: '__mul__', ast.LShift: '__lshift__', ast.Add: '__add__'}
 
 
 class _Guard(ast.NodeTransformer):
@@ -62,25 +87,36 @@ def _check(tree):
             raise SyntaxError('only calls to len, min, max, range, abs and sum are allowed')
 
 
-def _size(x):
-    return len(x) if isinstance(x, (list, tuple, str)) else 1
+def _bits(x):
+    return x.bit_length() if isinstance(x, int) else 0
 
 
 def _pow(a, b):
-    if isinstance(b, int) and abs(b) > 256:
+    if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b > 0 and b * _bits(a) > MAX_BITS:
+        raise BudgetExceeded('power too large')
+    if isinstance(b, (int, float)) and abs(b) > MAX_BITS:
         raise BudgetExceeded('exponent too large')
     return a ** b
 
 
 def _mul(a, b):
     if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
-        if _size(a) * _size(b) * max(abs(a) if isinstance(a, int) else 1, abs(b) if isinstance(b, int) else 1) > 100_000:
+        seq, n = (a, b) if isinstance(a, (list, tuple, str)) else (b, a)
+        if isinstance(n, int) and len(seq) * n > MAX_ITEMS:
             raise BudgetExceeded('sequence too large')
+    elif _bits(a) + _bits(b) > MAX_BITS:
+        raise BudgetExceeded('product too large')
     return a * b
 
 
+def _add(a, b):
+    if isinstance(a, (list, tuple, str)) and isinstance(b, (list, tuple, str)) and len(a) + len(b) > MAX_ITEMS:
+        raise BudgetExceeded('sequence too large')
+    return a + b
+
+
 def _lshift(a, b):
-    if b > 256:
+    if isinstance(b, int) and b + _bits(a) > MAX_BITS:
         raise BudgetExceeded('shift too large')
     return a << b
 
@@ -111,7 +147,7 @@ def run_function(src: str, name: str, tests, max_steps: int = 20_000, max_second
                 raise BudgetExceeded('step budget exceeded')
 
         scope = {'__builtins__': SAFE_BUILTINS, '__tick__': tick, '__pow__': _pow, '__mul__': _mul,
-                 '__lshift__': _lshift}
+                 '__lshift__': _lshift, '__add__': _add}
         try:
             exec(code, scope)
             out = scope[name](*copy.deepcopy(args))

@@ -17,9 +17,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-import random
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -47,6 +47,52 @@ TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: for
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice'}
 
 
+@dataclass(frozen=True)
+class Ch15Config:
+    """The chapter's budgets. Defaults are the chapter's own; ``smoke()`` is a tiny run for tests."""
+    weak_steps: int = 150
+    """SFT steps of the weak base on blind + random play (15.2)."""
+    sft_steps: int = 60
+    """Oracle SFT steps from the weak base (15.2)."""
+    sft_every: int = 10
+    """Evaluate the SFT run every this many steps (15.2)."""
+    cold_start_step: int = 20
+    """The SFT checkpoint that RL starts from and that 15.6 probes (15.5, 15.6)."""
+    eval_samples: int = 4
+    """Episodes per task in ``evaluate`` (train and held-out pass)."""
+    describe_samples: int = 8
+    """Episodes per task when describing a policy."""
+    rft_rounds: int = 4
+    """Expert-iteration rounds (15.3)."""
+    rft_samples: int = 16
+    """Episodes sampled per task per round (15.3, 15.4, 15.6)."""
+    rft_steps: int = 15
+    """SFT steps per expert-iteration round (15.3, 15.6)."""
+    dpo_steps: int = 100
+    """DPO steps (15.4, 15.6)."""
+    dpo_every: int = 25
+    """Evaluate DPO every this many steps."""
+    rl_cold_steps: int = 40
+    """REINFORCE steps from the cold-start checkpoint (15.5)."""
+    rl_only_steps: int = 60
+    """REINFORCE steps from the weak base (15.5)."""
+    rl_every: int = 10
+    """Evaluate RL every this many steps."""
+    mismatch_steps: int = 60
+    """SFT steps on demos rendered without wrappers (15.6)."""
+    probe_group: int = 8
+    """Group size of the informative-group probe (15.6)."""
+    hack_rounds: int = 3
+    """Public-test-filter rounds (15.6)."""
+
+    @classmethod
+    def smoke(cls) -> 'Ch15Config':
+        """A run of a few seconds that exercises every section (the findings are meaningless)."""
+        return cls(weak_steps=4, sft_steps=4, sft_every=2, cold_start_step=2, eval_samples=1, describe_samples=1,
+                   rft_rounds=2, rft_samples=2, rft_steps=2, dpo_steps=2, dpo_every=1, rl_cold_steps=2,
+                   rl_only_steps=2, rl_every=1, mismatch_steps=2, probe_group=2, hack_rounds=2)
+
+
 def _atomic_json(path: Path, obj) -> None:
     tmp = path.with_name(path.name + '.tmp')
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
@@ -56,19 +102,20 @@ def _atomic_json(path: Path, obj) -> None:
 class Chapter15:
     """One reproduction of chapter 15 in ``out``; ``run()`` executes (or resumes) every section."""
 
-    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None):
+    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None):
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f'seed must be an int, got {type(seed).__name__}')
         self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
+        self.cfg = config or Ch15Config()
         self.ckpt = self.out / 'checkpoints'
         self.out.mkdir(parents=True, exist_ok=True)
         self.results, self.timing, self.lines = {}, {}, {}
         results_path = self.out / 'results.json'
         if resume and results_path.exists():
             saved = json.loads(results_path.read_text())
-            if saved.get('seed') != seed:
-                raise ValueError(f'{results_path} was written with --seed {saved.get("seed")}, not {seed}; '
-                                 'resume with the same seed or use another --out')
+            if saved.get('seed') != seed or saved.get('config') != asdict(self.cfg):
+                raise ValueError(f'{results_path} was written with another seed or config (seed {saved.get("seed")}); '
+                                 'resume with the same settings or use another --out')
             self.results = saved['sections']
             self.lines = saved['transcript']
             if (self.out / 'timing.json').exists():
@@ -97,11 +144,11 @@ class Chapter15:
 
     def evaluate(self, model):
         """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
-        s = self.seed
-        return (pass_rate(model, self.train, self.tok, 4, seed=s)[0], pass_rate(model, self.heldout, self.tok, 4, seed=s)[0])
+        s, n = self.seed, self.cfg.eval_samples
+        return (pass_rate(model, self.train, self.tok, n, seed=s)[0], pass_rate(model, self.heldout, self.tok, n, seed=s)[0])
 
     def _describe(self, model, label, section):
-        d = describe(model, self.train, self.heldout, self.tok, n=8, seed=self.seed)
+        d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed)
         self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
                   f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
         return d
@@ -118,7 +165,8 @@ class Chapter15:
     def _finish(self, section, results, seconds):
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
-        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'sections': self.results, 'transcript': self.lines})
+        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'config': asdict(self.cfg), 'sections': self.results,
+                                                 'transcript': self.lines})
         _atomic_json(self.out / 'timing.json', self.timing)
         (self.out / 'transcript.txt').write_text(self.transcript())
 
@@ -174,7 +222,7 @@ class Chapter15:
                      for kind in ['blind', 'random'] for k in range(4) for t in self.train]
         torch.manual_seed(0 + s)
         weak = TinyAgent(tok.vocab_size)
-        weak_losses = sft_train(weak, weak_play, tok, steps=150, seed=0 + s)
+        weak_losses = sft_train(weak, weak_play, tok, steps=self.cfg.weak_steps, seed=0 + s)
         self._save('weak', weak)
         d_weak = self._describe(weak, 'weak base', '15.2')
         sft_model = copy.deepcopy(weak)
@@ -182,10 +230,11 @@ class Chapter15:
 
         def hook(step):
             hist.append((step, *self.evaluate(sft_model)))
-            if step == 20:
+            if step == self.cfg.cold_start_step:
                 self._save('sft_step20', copy.deepcopy(sft_model))
 
-        sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=60, hook=hook, seed=0 + s)
+        sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=self.cfg.sft_steps, hook=hook,
+                               every=self.cfg.sft_every, seed=0 + s)
         self._save('sft_step60', sft_model)
         self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
         d_sft = self._describe(sft_model, 'oracle SFT', '15.2')
@@ -199,34 +248,38 @@ class Chapter15:
         def flat_grad(loss, model):
             return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
 
-        rate, sample = pass_rate(weak, self.train, tok, 4, seed=7 + s)
+        rate, sample = pass_rate(weak, self.train, tok, self.cfg.eval_samples, seed=7 + s)
         kept = [t for t in sample if t.reward == 1.0]
-        b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
-        logp = sequence_log_probs(weak, b_all['ids'])  # [B, T-1]
-        mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
-        g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
-        g_rft = flat_grad(sft_loss(weak, b_kept), weak)
-        scale = b_kept['action_mask'].sum() / mask.sum()
-        gap = (g_pg - scale * g_rft).abs().max().item()
-        self._say(f'kept {len(kept)} of {len(sample)} | token ratio {scale:.4f} | max |g_pg - ratio * g_rft| = {gap:.1e}', '15.3')
-        g_base = flat_grad(-((rewards - rewards.mean()) * logp * mask).sum() / mask.sum(), weak)
-        cosine = F.cosine_similarity(g_base, g_rft, 0).item()
-        self._say(f'cosine(baseline PG, RFT) = {cosine:.3f}', '15.3')
+        gap = cosine = scale = None
+        if kept:
+            b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
+            logp = sequence_log_probs(weak, b_all['ids'])  # [B, T-1]
+            mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
+            g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
+            g_rft = flat_grad(sft_loss(weak, b_kept), weak)
+            scale = (b_kept['action_mask'].sum() / mask.sum()).item()
+            gap = (g_pg - scale * g_rft).abs().max().item()
+            self._say(f'kept {len(kept)} of {len(sample)} | token ratio {scale:.4f} | max |g_pg - ratio * g_rft| = {gap:.1e}', '15.3')
+            g_base = flat_grad(-((rewards - rewards.mean()) * logp * mask).sum() / mask.sum(), weak)
+            cosine = F.cosine_similarity(g_base, g_rft, 0).item()
+            self._say(f'cosine(baseline PG, RFT) = {cosine:.3f}', '15.3')
+        else:
+            self._say(f'kept 0 of {len(sample)}: no success to compare gradients on', '15.3')
 
         rft = copy.deepcopy(weak)
         hist_rft = [(0, *self.evaluate(weak))]
         rounds = []
 
         def after_round(model):
-            hist_rft.append((15 * (len(hist_rft)), *self.evaluate(model)))
+            hist_rft.append((self.cfg.rft_steps * len(hist_rft), *self.evaluate(model)))
             return {}
 
-        for row in expert_iteration(rft, self.train, tok, rounds=4, n_samples=16, steps=15, sample_seed=100 + s,
-                                    sft_seed=0 + s, evaluate=after_round):
+        for row in expert_iteration(rft, self.train, tok, rounds=self.cfg.rft_rounds, n_samples=self.cfg.rft_samples,
+                                    steps=self.cfg.rft_steps, sample_seed=100 + s, sft_seed=0 + s, evaluate=after_round):
             rounds.append(row)
             k = row['round']
             self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
-                      f"{len(row['solved']):>2}/20 -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
+                      f"{len(row['solved']):>2}/{len(self.train)} -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
         self._save('rft', rft)
         d_rft = self._describe(rft, 'after RFT', '15.3')
         never = sorted({t.name for t in self.train} - set(rounds[0]['solved']))
@@ -234,7 +287,7 @@ class Chapter15:
         first = Counter(t.info['actions'][0] for t in rounds[0]['kept']).most_common(3)
         self._say(f'first action of kept episodes, round 0: {first}', '15.3')
         save_trajectories(self.out / 'episodes' / 'rft_round1_kept.json', rounds[1]['kept'])
-        return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale.item(), 'grad_gap': gap,
+        return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale, 'grad_gap': gap,
                 'cosine': cosine, 'rounds': [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
                                               'first_actions': dict(r['first_actions'])} for r in rounds],
                 'hist_rft': hist_rft, 'after_rft': d_rft, 'never_solved': never, 'first_kept': first}
@@ -242,7 +295,7 @@ class Chapter15:
     # --- 15.4 DPO for agent trajectories
     def _pairs(self):
         if 'pairs' not in self.data:
-            _, sample = pass_rate(self._model('weak'), self.train, self.tok, 16, seed=300 + self.seed)
+            _, sample = pass_rate(self._model('weak'), self.train, self.tok, self.cfg.rft_samples, seed=300 + self.seed)
             self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed)
         return self.data['pairs']
 
@@ -250,12 +303,15 @@ class Chapter15:
         policy, monitor = copy.deepcopy(self._model('weak')), []
 
         def evaluate(model):
-            rate_train, trajs = pass_rate(model, self.train, self.tok, 4, seed=self.seed)
-            return {'train': rate_train, 'held': pass_rate(model, self.heldout, self.tok, 4, seed=self.seed)[0],
+            n = self.cfg.eval_samples
+            rate_train, trajs = pass_rate(model, self.train, self.tok, n, seed=self.seed)
+            return {'train': rate_train, 'held': pass_rate(model, self.heldout, self.tok, n, seed=self.seed)[0],
                     'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
-        log = train_dpo(policy, self._pairs(), self.tok, steps=100, beta=0.1, lr=1e-3, nll_weight=nll_weight,
-                        every=25, evaluate=evaluate, monitor=monitor)
+        if not self._pairs():
+            return policy, [], monitor
+        log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=0.1, lr=1e-3, nll_weight=nll_weight,
+                        every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor)
         return policy, log, monitor
 
     def s15_4(self):
@@ -279,16 +335,21 @@ class Chapter15:
         s, tok = self.seed, self.tok
         hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
         hist_rft = [tuple(x) for x in self.results['15.3']['hist_rft']]
+        c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
-        hist_cold = hist_sft[:3] + train_rl(cold_rl, self.train, tok, 40, start=20, seed=0 + s, evaluate=self.evaluate)[1:]
+        n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
+        hist_cold = hist_sft[:n_cold] + train_rl(cold_rl, self.train, tok, c.rl_cold_steps, start=c.cold_start_step,
+                                                 seed=0 + s, every=c.rl_every, evaluate=self.evaluate)[1:]
         self._save('sft_rl', cold_rl)
         rl_only = copy.deepcopy(self._model('weak'))
-        hist_rl = train_rl(rl_only, self.train, tok, 60, seed=0 + s, evaluate=self.evaluate)
+        hist_rl = train_rl(rl_only, self.train, tok, c.rl_only_steps, seed=0 + s, every=c.rl_every, evaluate=self.evaluate)
         self._save('rl_only', rl_only)
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
         for name, hist in recipes.items():
             self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
-        cost = {'SFT (oracle)': (20, 0), 'RFT': (0, 4 * 320), 'SFT -> RL': (20, 40 * 64), 'RL only': (0, 60 * 64)}
+        n_train, batch = len(self.train), 8 * 8  # REINFORCE: 8 tasks x group 8
+        cost = {'SFT (oracle)': (n_train, 0), 'RFT': (0, c.rft_rounds * c.rft_samples * n_train),
+                'SFT -> RL': (n_train, c.rl_cold_steps * batch), 'RL only': (0, c.rl_only_steps * batch)}
         self._say(f'{"recipe":<13}{"demos":>7}{"sampled":>9}{"train":>7}{"held":>6}', '15.5')
         for name, hist in recipes.items():
             self._say(f'{name:<13}{cost[name][0]:>7}{cost[name][1]:>9}{hist[-1][1]:>7.2f}{hist[-1][2]:>6.2f}', '15.5')
@@ -299,12 +360,12 @@ class Chapter15:
         s, tok = self.seed, self.tok
         probes = {}
         for label, name in [('weak base', 'weak'), ('SFT step 20', 'sft_step20'), ('SFT step 60', 'sft_step60')]:
-            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=8, seed=5 + s)
+            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s)
             probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
             self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
 
         mismatched = copy.deepcopy(self._model('weak'))
-        sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=60, seed=0 + s)
+        sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=self.cfg.mismatch_steps, seed=0 + s)
         self._save('mismatched', mismatched)
         demo_text = tok.decode(strip_wrappers(self.oracle_demos[0]).ids[7:16].tolist())
         self._say(f'demo text: {demo_text}', '15.6')
@@ -313,10 +374,10 @@ class Chapter15:
         self._say(f'NLL on correctly rendered demos: {nll:.3f}', '15.6')
         d_mis = self._describe(mismatched, 'mismatched', '15.6')
 
-        dpo_last = self.results['15.4']['log'][-1]
+        dpo_log = self.results['15.4']['log']
         policy, nll_log, nll_monitor = self._train_dpo(1.0)
         self._save('dpo_nll', policy)
-        for row in [dpo_last, nll_log[-1]]:
+        for row in (dpo_log[-1:] + nll_log[-1:]) if dpo_log and nll_log else []:
             self._say(f"step {row['step']}: train {row['train']:.2f} | held {row['held']:.2f} | invalid/ep {row['invalid']:.2f}"
                       f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
 
@@ -329,12 +390,13 @@ class Chapter15:
         hacker, hack_log = copy.deepcopy(self._model('weak')), []
 
         def after_round(model):
-            _, trajs = pass_rate(model, self.train, tok, 4, seed=s, reward='public')
+            _, trajs = pass_rate(model, self.train, tok, self.cfg.eval_samples, seed=s, reward='public')
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        for row in expert_iteration(hacker, self.train, tok, rounds=3, n_samples=16, steps=15, sample_seed=200 + s,
-                                    sft_seed=0 + s, reward='public', evaluate=after_round):
+        for row in expert_iteration(hacker, self.train, tok, rounds=self.cfg.hack_rounds, n_samples=self.cfg.rft_samples,
+                                    steps=self.cfg.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public',
+                                    evaluate=after_round):
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
@@ -342,7 +404,7 @@ class Chapter15:
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         self._save('hacker', hacker)
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
-                'dpo_vs_dpo_nll': [dpo_last, nll_log[-1]], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
+                'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
                 'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1),
                           'share_deduped': family_share(unique)},
                 'hacking': hack_log}

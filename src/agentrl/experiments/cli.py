@@ -1,4 +1,4 @@
-"""Subcommands backed by the experiments package: ``reproduce``."""
+"""Subcommands backed by the experiments package: ``reproduce``, ``bench``."""
 from __future__ import annotations
 
 import time
@@ -19,7 +19,7 @@ def _reproduce(args):
 
     from . import figures, report
     from .bands import check_transcript
-    from .ch15 import SECTIONS, TITLES, Chapter15
+    from .ch15 import SECTIONS, TITLES, Ch15Config, Chapter15
 
     _threads(args.threads)
     console = Console()
@@ -38,7 +38,8 @@ def _reproduce(args):
                 bar.update(job, description=f'{section} {TITLES[section]}')
 
         log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
-        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress)
+        config = Ch15Config.smoke() if args.smoke else Ch15Config()
+        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress, config=config)
         results = run.run()
         bar.update(job, description='figures and report')
     findings = check_transcript(run.transcript())
@@ -56,6 +57,12 @@ def _reproduce(args):
     return 1 if args.strict and held < len(findings) else 0
 
 
+def _bench(args):
+    """Rollout, KV-cache and SFT-step throughput against a same-size Hugging Face GPT2."""
+    from . import bench
+    return bench.main(args)
+
+
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
@@ -65,4 +72,12 @@ def add_commands(sub):
     rep.add_argument('--threads', type=int, default=0, help='torch threads (default: torch decides)')
     rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
     rep.add_argument('--strict', action='store_true', help='exit 1 if any finding does not hold')
+    rep.add_argument('--smoke', action='store_true', help='a tiny budget that exercises every section in seconds '
+                     '(for testing the pipeline; its findings are meaningless)')
     rep.set_defaults(func=_reproduce)
+
+    bench = sub.add_parser('bench', help='rollout / KV-cache / SFT-step throughput, side by side with a same-size HF GPT2')
+    bench.add_argument('--json', action='store_true', help='print one JSON object on stdout (progress goes to stderr)')
+    bench.add_argument('--repeats', type=int, default=5, help='timed repeats per item; the median is reported (default 5)')
+    bench.add_argument('--threads', type=int, default=2, help='torch threads (default 2)')
+    bench.set_defaults(func=_bench)

@@ -54,9 +54,10 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
            _table(['SFT step', 'train', 'held-out', 'chapter train', 'chapter held-out'],
                   [(k, f'{a:.2f}', f'{b:.2f}', f'{ca:.2f}', f'{cb:.2f}') for (k, a, b), (_, ca, cb) in zip(R['15.2']['hist_sft'], CH_SFT)]), '']
     s3 = R['15.3']
-    md += ['## 15.3 Rejection sampling and expert iteration', '',
-           f"Gradient identity: kept {s3['kept_of_sample'][0]} of {s3['kept_of_sample'][1]}, token ratio {s3['token_ratio']:.4f}, "
-           f"max |g_pg - ratio * g_rft| = {s3['grad_gap']:.1e} (chapter 1.4e-09); cosine(baseline PG, RFT) = {s3['cosine']:.3f} (chapter 0.985).", '',
+    identity = (f"Gradient identity: kept {s3['kept_of_sample'][0]} of {s3['kept_of_sample'][1]}, token ratio {s3['token_ratio']:.4f}, "
+                f"max |g_pg - ratio * g_rft| = {s3['grad_gap']:.1e} (chapter 1.4e-09); cosine(baseline PG, RFT) = {s3['cosine']:.3f} (chapter 0.985)."
+                if s3['grad_gap'] is not None else 'Gradient identity: no success in the sample, nothing to compare.')
+    md += ['## 15.3 Rejection sampling and expert iteration', '', identity, '',
            _table(['round', 'sample pass', 'kept', 'tasks solved', 'train', 'held-out', 'chapter (pass, kept, solved, train, held)'],
                   [(k, f"{r['rate']:.3f}", r['kept'], len(r['solved']), f"{s3['hist_rft'][k + 1][1]:.2f}", f"{s3['hist_rft'][k + 1][2]:.2f}",
                     ', '.join(str(x) for x in CH_RFT[k])) for k, r in enumerate(s3['rounds'])]), '',

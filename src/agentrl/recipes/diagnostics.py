@@ -55,7 +55,7 @@ def rerender(traj: Trajectory, tok, env=None) -> Trajectory:
     episode.prompt(obs)
     reward, info = 0.0, {}
     for call in traj.info['actions']:
-        episode.call(tok.encode(call) + [tok.stop_id])
+        episode.call((tok.encode(call) + [tok.stop_id])[:env.max_call_tokens])  # a capped call has no stop
         obs, reward, terminated, truncated, info = env.step(call)
         if obs:
             episode.reply(obs)

@@ -1,0 +1,103 @@
+"""The reproduction's mechanics on a tiny budget: outputs, determinism, and resuming a killed run.
+
+(The chapter's findings need the full budget; ``scripts/check_notebook.py`` checks those.)
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentrl.experiments import figures, report
+from agentrl.experiments.bands import check_transcript
+from agentrl.experiments.ch15 import SECTIONS, Ch15Config, Chapter15
+
+
+def run(out, seed=0, resume=False, progress=None):
+    return Chapter15(out, seed=seed, resume=resume, config=Ch15Config.smoke(), log=lambda line: None,
+                     progress=progress)
+
+
+@pytest.fixture(scope='module')
+def first(tmp_path_factory):
+    out = tmp_path_factory.mktemp('run_a')
+    r = run(out)
+    results = r.run()
+    return out, r, results
+
+
+def sections(out):
+    return json.loads((out / 'results.json').read_text())['sections']
+
+
+def test_every_section_writes_results_and_checkpoints(first):
+    out, r, results = first
+    assert set(SECTIONS) <= set(results)
+    for name in ['weak', 'sft_step20', 'sft_step60', 'rft', 'dpo', 'sft_rl', 'rl_only', 'mismatched', 'dpo_nll', 'hacker']:
+        assert (out / 'checkpoints' / f'{name}.safetensors').is_file(), name
+    transcript = (out / 'transcript.txt').read_text()
+    assert transcript.startswith('vocab: ')
+    assert 'predicted tokens by owner' in transcript and 'fail hidden tests' in transcript
+
+
+def test_report_figures_and_findings_are_written(first):
+    out, r, results = first
+    findings = check_transcript(r.transcript())
+    assert len(findings) == 30
+    paths = figures.draw_all(results, out)
+    assert [p.name for p in paths] == ['fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png']
+    for p in paths:
+        assert p.stat().st_size > 10_000  # a real PNG with content
+    md = report.write(out, results, findings, 0).read_text()
+    assert '## Findings' in md and '15.6' in md and 'fig15_3_recipes.png' in md
+
+
+def test_same_seed_gives_identical_results_and_timing_is_kept_apart(first, tmp_path):
+    out, _, _ = first
+    run(tmp_path).run()
+    assert (out / 'results.json').read_text() == (tmp_path / 'results.json').read_text()
+    assert 'seconds' not in (out / 'results.json').read_text()
+    assert set(json.loads((out / 'timing.json').read_text())) == set(SECTIONS)
+
+
+def test_another_seed_gives_other_figures(first, tmp_path):
+    out, _, _ = first
+    run(tmp_path, seed=1).run()
+    assert sections(tmp_path) != sections(out)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_killed_run_resumes_to_identical_results(first, tmp_path):
+    out, _, _ = first
+
+    def kill_after_15_3(section, done, resumed=False):
+        if done and section == '15.3':
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(tmp_path, progress=kill_after_15_3).run()
+    assert set(sections(tmp_path)) == {'setup', '15.1', '15.2', '15.3'}  # written atomically as each finished
+    seen = []
+    run(tmp_path, resume=True, progress=lambda s, done, resumed=False: seen.append((s, resumed)) if done else None).run()
+    assert [s for s, was in seen if was] == ['15.1', '15.2', '15.3']
+    assert (tmp_path / 'results.json').read_text() == (out / 'results.json').read_text()
+    assert (tmp_path / 'transcript.txt').read_text() == (out / 'transcript.txt').read_text()
+
+
+def test_resume_refuses_other_settings(first):
+    out, _, _ = first
+    with pytest.raises(ValueError, match='another seed or config'):
+        Chapter15(out, seed=3, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
+
+
+def test_cli_reproduce_smoke_end_to_end(tmp_path):
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--threads', '1',
+                          '--out', str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert 'bands hold' in res.stdout
+    for name in ['results.json', 'report.md', 'fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png']:
+        assert (tmp_path / name).is_file(), name

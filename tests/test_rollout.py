@@ -1,0 +1,198 @@
+"""rollout_batch: the key/value cache, behaviour log-probs, determinism, and one renderer (DESIGN.md §3-4)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import agentrl as arl
+from agentrl.recipes.diagnostics import check_rendering, rerender
+
+from conftest import SMALL
+
+POLICY = arl.OWNER['policy']
+
+
+def turn_chunks(traj):
+    """Split a trajectory's ids at turn boundaries -> list of (start, end)."""
+    turn = traj.turn.tolist()
+    bounds = [0] + [i for i in range(1, len(turn)) if turn[i] != turn[i - 1]] + [len(turn)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def calls_end_with_stop(traj, tok):
+    """Whether every policy call in ``traj`` ended with the stop token (none was cut at the length limit)."""
+    ids, owner = traj.ids.tolist(), traj.owner.tolist()
+    ends = [i for i in range(len(ids)) if owner[i] == POLICY and (i + 1 == len(ids) or owner[i + 1] != POLICY)]
+    return all(ids[i] == tok.stop_id for i in ends)
+
+
+@pytest.fixture(scope='module')
+def multi_turn(trained_rollouts):
+    """Eight multi-turn rollouts of different lengths from the briefly trained model."""
+    trajs = sorted((t for t in trained_rollouts if len(t.info['actions']) >= 2), key=len)
+    assert len(trajs) >= 8 and sum(len(t.info['actions']) >= 3 for t in trajs) >= 3
+    pick = [trajs[round(i * (len(trajs) - 1) / 7)] for i in range(8)]
+    assert len({len(t) for t in pick}) >= 4, 'rows of different lengths'
+    return pick
+
+
+def _schedules(trajs, mode, rng):
+    """Per row, the list of (start, end) chunks to feed: at turn boundaries, one token at a time, or ragged."""
+    out = []
+    for t in trajs:
+        if mode == 'turns':
+            out.append(turn_chunks(t))
+        elif mode == 'tokens':
+            out.append([(i, i + 1) for i in range(len(t))])
+        else:
+            chunks, i = [], 0
+            while i < len(t):
+                j = min(len(t), i + rng.randint(1, 9))
+                chunks.append((i, j))
+                i = j
+            out.append(chunks)
+    return out
+
+
+@pytest.mark.parametrize('model_name', ['trained_model', 'fresh_model'])
+@pytest.mark.parametrize('mode, capacity', [('turns', None), ('turns', 4), ('tokens', None), ('ragged', 16)])
+def test_kv_cache_equals_full_forward(model_name, mode, capacity, multi_turn, tok, request):
+    model = request.getfixturevalue(model_name)
+    trajs = multi_turn
+    B = len(trajs)
+    with torch.no_grad():
+        full = model(arl.collate(trajs, tok.pad_id)['ids'])  # [B, T, V], right padding is safe
+        cache = model.new_cache(B) if capacity is None else model.new_cache(B, capacity=capacity)
+        schedules = _schedules(trajs, mode, random.Random(0))
+        n_compared = 0
+        for r in range(max(len(s) for s in schedules)):
+            chunks = [s[r] if r < len(s) else (0, 0) for s in schedules]
+            n_new = torch.tensor([e - s for s, e in chunks])
+            ids = torch.full((B, max(int(n_new.max()), 1)), tok.pad_id)
+            for b, (s, e) in enumerate(chunks):
+                ids[b, :e - s] = trajs[b].ids[s:e]
+            logits = model.forward_cached(ids, n_new, cache)  # [B, V] at each row's last new token
+            assert logits.shape == (B, tok.vocab_size)
+            for b, (s, e) in enumerate(chunks):
+                if e > s:
+                    diff = (logits[b] - full[b, e - 1]).abs().max().item()
+                    assert diff <= 1e-5, f'row {b}, chunk {r} ({s}:{e}): max abs diff {diff:.2e}'
+                    n_compared += 1
+        assert cache.lengths.tolist() == [len(t) for t in trajs]
+    assert n_compared >= sum(len(s) for s in schedules)
+
+
+@pytest.mark.parametrize('rollouts, model_name', [('trained_rollouts', 'trained_model'), ('fresh_rollouts', 'fresh_model')])
+def test_behaviour_logprobs_match_full_forward(rollouts, model_name, request, tok):
+    trajs, model = request.getfixturevalue(rollouts), request.getfixturevalue(model_name)
+    with torch.no_grad():
+        for traj in trajs:
+            lp = arl.sequence_log_probs(model, traj.ids[None])[0]
+            mask = traj.action_mask.bool()
+            assert mask.any()
+            assert torch.allclose(traj.logprobs[mask], lp[mask], atol=1e-4), traj.info['task']
+
+
+def test_behaviour_logprobs_at_temperature(trained_model, tasks, tok):
+    batch = tasks[:6]
+    trajs = arl.rollout_batch(trained_model, [arl.BugFixEnv() for _ in batch], batch, tok, temperature=0.5,
+                              generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for traj in trajs:
+            logits = trained_model(traj.ids[None])[0, :-1] / 0.5
+            lp = torch.log_softmax(logits, -1).gather(1, traj.ids[1:, None]).squeeze(1)
+            mask = traj.action_mask.bool()
+            assert torch.allclose(traj.logprobs[mask], lp[mask], atol=1e-4)
+
+
+def test_rollouts_are_multi_turn_and_consistent(trained_rollouts, tasks, tok):
+    """The sampled calls are what the env saw: decoding each turn's policy tokens gives info['actions']."""
+    assert sum(len(t.info['actions']) >= 3 for t in trained_rollouts) >= 3
+    names = [t.name for t in tasks for _ in range(2)]
+    for traj, name in zip(trained_rollouts, names):
+        assert traj.info['task'] == name
+        assert len(traj.ids) <= arl.BugFixEnv().max_tokens
+        ids, owner, turn = traj.ids.tolist(), traj.owner.tolist(), traj.turn.tolist()
+        for k, action in enumerate(traj.info['actions'], start=1):
+            call = [i for i, o, t in zip(ids, owner, turn) if t == k and o == POLICY]
+            assert 1 <= len(call) <= arl.BugFixEnv().max_call_tokens
+            words = call[:-1] if call[-1] == tok.stop_id else call
+            assert ' ' + ' '.join(tok.vocab[i] for i in words) + ' ' == action
+
+
+def _sample(model, tasks, tok, seed, **kw):
+    return arl.rollout_batch(model, [arl.BugFixEnv() for _ in tasks], tasks, tok,
+                             generator=torch.Generator().manual_seed(seed), **kw)
+
+
+def test_same_seed_same_trajectories(trained_model, tasks, tok):
+    batch = tasks[::3]
+    a, b = _sample(trained_model, batch, tok, 7), _sample(trained_model, batch, tok, 7)
+    for x, y in zip(a, b):
+        assert torch.equal(x.ids, y.ids)
+        assert torch.equal(x.logprobs, y.logprobs)
+        assert x.info == y.info and x.reward == y.reward
+    c = _sample(trained_model, batch, tok, 8)
+    assert any(not torch.equal(x.ids, z.ids) for x, z in zip(a, c))
+
+
+def test_cache_and_no_cache_agree(trained_model, tasks, tok):
+    batch = tasks[1::4]
+    cached, full = _sample(trained_model, batch, tok, 11), _sample(trained_model, batch, tok, 11, use_cache=False)
+    assert any(len(t.info['actions']) >= 2 for t in cached)
+    for x, y in zip(cached, full):
+        assert torch.equal(x.ids, y.ids)
+        assert torch.allclose(x.logprobs, y.logprobs, atol=1e-4)
+        assert x.info == y.info
+
+
+def test_rollout_runs_without_grad_and_restores_mode(tok, tasks):
+    torch.manual_seed(2)
+    model = arl.TinyAgent(tok.vocab_size, **SMALL)
+    model.train()
+    assert torch.is_grad_enabled()
+    trajs = _sample(model, tasks[:4], tok, 0)
+    assert model.training, 'rollout_batch must restore training mode'
+    for t in trajs:
+        for tensor in (t.ids, t.action_mask, t.logprobs, t.owner, t.turn):
+            assert not tensor.requires_grad
+    model.eval()
+    _sample(model, tasks[:2], tok, 0)
+    assert not model.training
+
+
+def test_mixed_call_limits_in_one_batch(trained_model, tasks, tok):
+    envs = [arl.BugFixEnv(max_call_words=w) for w in (1, 2, 3, 1, 2, 3)]
+    trajs = arl.rollout_batch(trained_model, envs, tasks[:6], tok, generator=torch.Generator().manual_seed(0))
+    for env, traj in zip(envs, trajs):
+        owner, turn = traj.owner.tolist(), traj.turn.tolist()
+        for k in range(1, len(traj.info['actions']) + 1):
+            n = sum(1 for o, t in zip(owner, turn) if t == k and o == POLICY)
+            assert 1 <= n <= env.max_call_tokens
+
+
+def test_model_rollouts_render_like_scripted_play(trained_rollouts, tok):
+    """Replaying a sampled episode's calls through scripted play gives the same tokens (when every call
+    ended with the stop token)."""
+    complete = [t for t in trained_rollouts if calls_end_with_stop(t, tok)]
+    assert len(complete) >= 10
+    for traj in complete:
+        again = rerender(traj, tok)
+        assert torch.equal(again.ids, traj.ids), traj.info['actions']
+        assert torch.equal(again.owner, traj.owner)
+        assert again.reward == traj.reward
+    assert check_rendering(complete, tok) == []
+
+
+def test_check_rendering_accepts_all_model_rollouts(fresh_rollouts, tok):
+    assert check_rendering(fresh_rollouts, tok) == []
+
+
+def test_fresh_model_calls_are_cut_at_the_limit(fresh_rollouts, tok):
+    """The premise of the test above: an untrained model rarely samples <stop>, so its calls are cut."""
+    cut = [t for t in fresh_rollouts if not calls_end_with_stop(t, tok)]
+    assert cut
+    for t in cut:
+        assert t.info['n_invalid'] >= 1
