@@ -138,25 +138,41 @@ class CausalSelfAttention(nn.Module):
         self.temperature = nn.Parameter(torch.full((cfg.n_heads, 1, 1), float(cfg.qk_temperature)))
         self.rotary = rotary
 
-    def forward(self, x, positions, cache=None, layer=0, mask=None):
-        """x (B, T, d) -> (B, T, d). With a cache: store this chunk's keys/values, attend to the prefix."""
+    def _qkv(self, x, positions):
+        """x (..., T, d) -> q, k, v, each (..., nh, T, hs), with QK-norm, temperature and rotary applied."""
+        *lead, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)  # 3 x (..., T, d)
+        q, k, v = (t.view(*lead, T, self.n_heads, self.head_size).transpose(-3, -2) for t in (q, k, v))  # (..., nh, T, hs)
+        q = self.rotary(F.normalize(q, dim=-1), positions) * self.temperature
+        k = self.rotary(F.normalize(k, dim=-1), positions)
+        return q, k, v
+
+    def forward(self, x, positions):
+        """x (B, T, d), positions (T,) -> (B, T, d): causal self-attention over the whole sequence."""
         B, T, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)  # 3 x (B, T, d)
-        q = q.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
-        q = self.rotary(F.normalize(q, dim=-1), positions) * self.temperature  # (B, nh, T, hs)
-        k = self.rotary(F.normalize(k, dim=-1), positions)  # (B, nh, T, hs)
-        if cache is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)  # (B, nh, T, hs)
-        else:
-            rows = torch.arange(B)[:, None]  # (B, 1)
-            cache.k[layer][rows, :, positions] = k.transpose(1, 2)  # (B, T, nh, hs) into (B, nh, S_max, hs)
-            cache.v[layer][rows, :, positions] = v.transpose(1, 2)
-            S = mask.shape[-1]
-            y = F.scaled_dot_product_attention(q, cache.k[layer][:, :, :S], cache.v[layer][:, :, :S],
-                                               attn_mask=mask, scale=1.0)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).reshape(B, T, d)  # (B, T, d)
+        q, k, v = self._qkv(x, positions)  # (B, nh, T, hs) each
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)  # (B, nh, T, hs)
+        return self.proj(y.transpose(1, 2).reshape(B, T, d))  # (B, T, d)
+
+    def forward_cached(self, x, where, cache, layer, mask):
+        """New tokens only: x (N, d) for the N real new tokens of a padded (B, C) chunk -> (N, d).
+
+        ``where`` = (rows, cols, positions), each (N,): each token's row, column in the chunk and
+        absolute position. Keys and values go into the cache; queries are scattered into the padded
+        chunk layout just for the attention, against every row's cached prefix.
+        """
+        rows, cols, positions = where
+        N, d = x.shape
+        B, C = mask.shape[0], mask.shape[2]
+        q, k, v = self._qkv(x[:, None, :], positions[:, None])  # (N, nh, 1, hs) each
+        cache.k[layer][rows, :, positions] = k[:, :, 0]  # (N, nh, hs) into (B, nh, S_max, hs)
+        cache.v[layer][rows, :, positions] = v[:, :, 0]
+        qp = q.new_zeros(B, C, self.n_heads, self.head_size)  # (B, C, nh, hs), zeros where no token
+        qp[rows, cols] = q[:, :, 0]
+        S = mask.shape[-1]
+        y = F.scaled_dot_product_attention(qp.transpose(1, 2), cache.k[layer][:, :, :S], cache.v[layer][:, :, :S],
+                                           attn_mask=mask, scale=1.0)  # (B, nh, C, hs)
+        y = y.transpose(1, 2)[rows, cols].reshape(N, d)  # (N, d)
         return self.proj(y)
 
 
@@ -176,8 +192,12 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.attn, self.mlp = CausalSelfAttention(cfg, rotary), MLP(cfg)
 
-    def forward(self, x, positions, cache=None, layer=0, mask=None):
-        x = x + self.attn(self.ln1(x), positions, cache, layer, mask)
+    def forward(self, x, positions):
+        x = x + self.attn(self.ln1(x), positions)
+        return x + self.mlp(self.ln2(x))
+
+    def forward_cached(self, x, where, cache, layer, mask):
+        x = x + self.attn.forward_cached(self.ln1(x), where, cache, layer, mask)
         return x + self.mlp(self.ln2(x))
 
 
@@ -227,11 +247,31 @@ class TinyAgent(nn.Module):
                              f'got values in [{int(ids.min())}, {int(ids.max())}]')
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids (B, T) -> logits (B, T, V)."""
+        """ids (B, T) -> logits (B, T, V).
+
+        For a batch made by ``collate``, rows are grouped into a few buckets of similar length, so
+        little padding is computed (``length_buckets``); the logits of every real position are the
+        plain forward's, and those at padded positions are meaningless (0 past a bucket's width).
+        """
         self._check_ids(ids)
         B, T = ids.shape
         if T > self.config.block_size:
             raise ValueError(f'sequence of {T} tokens is longer than block_size {self.config.block_size}')
+        from .render import padded_lengths
+        lengths = padded_lengths(ids)
+        if lengths is None or B == 1:
+            return self._forward(ids)
+        logits = None
+        for rows, width in length_buckets(lengths):
+            part = self._forward(ids[rows, :width])  # (b, width, V)
+            if logits is None:
+                logits = part.new_zeros(B, T, part.shape[-1])  # (B, T, V)
+            logits[rows[:, None], torch.arange(width)[None, :]] = part
+        return logits
+
+    def _forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The plain forward: ids (B, T) -> logits (B, T, V), every position computed."""
+        B, T = ids.shape
         positions = torch.arange(T)
         x = self.tok_emb(ids)  # (B, T, d)
         if self.pos_emb is not None:
@@ -249,27 +289,31 @@ class TinyAgent(nn.Module):
     def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Feed a chunk through the cache -> logits (B, V) at each row's last new token.
 
-        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding). They are
-        written at positions ``cache.lengths[b] ...`` and the lengths advance by ``n_new``. A row
-        with ``n_new[b] == 0`` is left as it was (its logits are meaningless).
+        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding, never
+        computed). They are written at positions ``cache.lengths[b] ...`` and the lengths advance
+        by ``n_new``. A row with ``n_new[b] == 0`` is left as it was; its logits are 0.
         """
         B, C = ids.shape
         start = cache.lengths  # (B,)
-        positions = start[:, None] + torch.arange(C)[None, :]  # (B, C)
         S = int((start + n_new).max().clamp(min=1))
         if S > self.config.block_size:
             raise ValueError(f'sequence of {S} tokens is longer than block_size {self.config.block_size}')
-        cache.reserve(int(positions.max()) + 1)
-        mask = torch.arange(S)[None, None, None, :] <= positions[:, None, :, None]  # (B, 1, C, S)
-        x = self.tok_emb(ids)  # (B, C, d)
+        cache.reserve(S)
+        valid = torch.arange(C)[None, :] < n_new[:, None]  # (B, C)
+        rows, cols = valid.nonzero(as_tuple=True)  # (N,) each, row-major: a row's tokens are consecutive
+        positions = start[rows] + cols  # (N,)
+        query_pos = start[:, None] + torch.arange(C)[None, :]  # (B, C)
+        mask = torch.zeros(B, 1, C, S).masked_fill_(
+            torch.arange(S)[None, None, None, :] > query_pos[:, None, :, None], float('-inf'))  # (B, 1, C, S) additive
+        x = self.tok_emb(ids[rows, cols])  # (N, d)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, positions, cache, i, mask)
-        last = (n_new - 1).clamp(min=0)  # (B,)
-        h = self.ln_f(x[torch.arange(B), last])  # (B, d)
+            x = block.forward_cached(x, (rows, cols, positions), cache, i, mask)
+        last = torch.cumsum(n_new, 0) - 1  # (B,) index of each row's last new token in the flat order
+        h = self.ln_f(x[last.clamp(min=0)])  # (B, d)
         cache.lengths = start + n_new
-        return self.head(h)  # (B, V)
+        return self.head(h).masked_fill_((n_new == 0)[:, None], 0.0)  # (B, V)
 
     # --- checkpoints: safetensors weights + JSON config, never pickle
     def save(self, path, tok=None) -> None:
@@ -283,6 +327,35 @@ class TinyAgent(nn.Module):
         that differs from ``tok``'s, raises ``ValueError``."""
         from .checkpoint import load_model
         return load_model(path, tok)
+
+
+def length_buckets(lengths: torch.Tensor, max_buckets: int = 4, overhead: int = 256) -> list:
+    """Split rows into at most ``max_buckets`` groups of similar length -> [(row indices, width)].
+
+    Chooses the split that minimises the padded tokens computed, ``sum(len(rows) * width)``,
+    plus ``overhead`` tokens per extra group (a forward pass has a fixed cost), by dynamic
+    programming over the distinct lengths, longest first.
+    """
+    order = torch.argsort(lengths, descending=True, stable=True)
+    widths, counts = torch.unique_consecutive(lengths[order], return_counts=True)
+    widths, cum = widths.tolist(), [0] + torch.cumsum(counts, 0).tolist()
+    u, INF = len(widths), float('inf')
+    best = [[INF] * (u + 1) for _ in range(max_buckets + 1)]  # best[k][i]: first i distinct lengths in k groups
+    cut = [[0] * (u + 1) for _ in range(max_buckets + 1)]
+    best[0][0] = 0
+    for k in range(1, max_buckets + 1):
+        for i in range(1, u + 1):
+            for j in range(k - 1, i):  # this group holds distinct lengths j..i-1; its width is widths[j]
+                c = best[k - 1][j] + (cum[i] - cum[j]) * widths[j] + (overhead if j else 0)
+                if c < best[k][i]:
+                    best[k][i], cut[k][i] = c, j
+    k = min(range(1, max_buckets + 1), key=lambda k: best[k][u])
+    groups, i = [], u
+    while i > 0:
+        j = cut[k][i]
+        groups.append((order[cum[j]:cum[i]], widths[j]))
+        i, k = j, k - 1
+    return groups[::-1]
 
 
 def sequence_log_probs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,7 @@ breaks when two pipelines render differently. The action mask is derived here, o
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -93,6 +94,25 @@ class EpisodeBuilder:
                           float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long))
 
 
+_LENGTHS: dict = {}  # id(ids tensor) -> (weak reference to it, row lengths); entries leave with the tensor
+
+
+def padded_lengths(ids: torch.Tensor):
+    """Row lengths of an ``ids`` tensor made by ``collate`` (None for any other tensor).
+
+    ``TinyAgent`` uses them to skip the padding: causal attention means a row's logits never
+    depend on the pad tokens after it, so computing only the real tokens gives the same logits.
+    A copy, slice or new tensor is not registered, and simply takes the full path.
+    """
+    entry = _LENGTHS.get(id(ids))
+    return entry[1] if entry is not None and entry[0]() is ids else None
+
+
+def _register_lengths(ids: torch.Tensor, lengths: torch.Tensor) -> None:
+    key = id(ids)
+    _LENGTHS[key] = (weakref.ref(ids, lambda _, key=key: _LENGTHS.pop(key, None)), lengths)
+
+
 def collate(trajs, pad_id: int) -> dict:
     """Right-pad a list of trajectories into a batch (the mask is built here, once; section 15.1).
 
@@ -130,6 +150,7 @@ def collate(trajs, pad_id: int) -> dict:
         ids[b, :n], owner[b, :n], turn[b, :n] = t.ids, t.owner, t.turn
         action_mask[b, :n - 1], logprobs[b, :n - 1] = t.action_mask, t.logprobs
     attention_mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # [B, T]
+    _register_lengths(ids, lengths)  # lets the model skip the padding (see padded_lengths)
     rewards = torch.tensor([float(t.reward) for t in trajs])
     return {'ids': ids, 'attention_mask': attention_mask, 'action_mask': action_mask, 'rewards': rewards,
             'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths}

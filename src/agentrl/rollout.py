@@ -41,9 +41,7 @@ class _CachedDecoder:
         """chunks: one list of new token ids per row (may be empty) -> logits (B, V) after each row's last."""
         n_new = torch.tensor([len(c) for c in chunks])
         C = max(int(n_new.max()), 1)
-        ids = torch.zeros(len(chunks), C, dtype=torch.long)  # (B, C), padded with token 0
-        for b, c in enumerate(chunks):
-            ids[b, :len(c)] = torch.tensor(c, dtype=torch.long)
+        ids = torch.tensor([c + [0] * (C - len(c)) for c in chunks], dtype=torch.long)  # (B, C), padded with 0
         return self.model.forward_cached(ids, n_new, self.cache)
 
     def keep(self, rows):
@@ -60,9 +58,8 @@ class _FullDecoder:
         for s, c in zip(self.seqs, chunks):
             s.extend(c)
         lengths = torch.tensor([len(s) for s in self.seqs])
-        ids = torch.zeros(len(self.seqs), int(lengths.max()), dtype=torch.long)  # (B, T), right-padded
-        for b, s in enumerate(self.seqs):
-            ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
+        T = int(lengths.max())
+        ids = torch.tensor([s + [0] * (T - len(s)) for s in self.seqs], dtype=torch.long)  # (B, T), right-padded
         logits = self.model(ids)  # (B, T, V)
         return logits[torch.arange(len(self.seqs)), lengths - 1]  # (B, V)
 

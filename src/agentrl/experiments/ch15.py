@@ -42,6 +42,10 @@ from ..tokenizer import build_tokenizer
 from ..trajio import load_trajectories, save_trajectories
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
+POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step60': 'oracle SFT, step 60',
+            'rft': 'RFT (expert iteration)', 'dpo': 'DPO', 'dpo_nll': 'DPO + NLL', 'sft_rl': 'SFT -> RL',
+            'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
+"""Every policy a run checkpoints, with the label the report uses."""
 TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice'}
@@ -195,7 +199,24 @@ class Chapter15:
             self._finish(section, results, time.perf_counter() - t0)
             if self.progress:
                 self.progress(section, done=True)
+        self.save_episodes()
         return self.results
+
+    def save_episodes(self, per_task: int = 2):
+        """Sample ``per_task`` episodes per task (all 30) from every saved policy, for the report's browser.
+
+        Uses its own generator, after the results are final, so it changes no figure of the run.
+        """
+        folder = self.out / 'episodes'
+        for name in POLICIES:
+            path = folder / f'{name}.json'
+            if path.exists() or not (self.ckpt / f'{name}.safetensors').exists():
+                continue
+            _, trajs = pass_rate(self._model(name), self.tasks, self.tok, per_task, seed=10_000 + self.seed)
+            save_trajectories(path, trajs)
+        if not (folder / 'dpo_pairs.json').exists() and (self.ckpt / 'weak.safetensors').exists():
+            pairs = self._pairs()[:40]
+            save_trajectories(folder / 'dpo_pairs.json', [t for pair in pairs for t in pair])
 
     # --- 15.1 trajectory SFT and the action mask
     def s15_1(self):
