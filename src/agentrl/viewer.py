@@ -69,7 +69,7 @@ def trajectory_html(traj, tok=None, title: str | None = None, standalone_css: bo
         tip = f'id {int(traj.ids[i])} | {name} | turn {t} | mask {mask[i]}' + (f' | logp {logp[i]:.3f}' if mask[i] else '')
         cls = 'arl-tok arl-policy' if name == 'policy' else 'arl-tok'
         parts.append(f'<span class="{cls}" data-owner="{name}" data-mask="{mask[i]}" title="{html.escape(tip)}" '
-                     f'style="background:{COLORS[name]}">{html.escape(w)}</span>')
+                     f'style="background:{COLORS[name]}">{html.escape(w)}</span><wbr>')  # <wbr>: lines may wrap between tokens
     parts.append('</div></div>')
     return ''.join(parts)
 

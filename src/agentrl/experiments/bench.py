@@ -144,7 +144,9 @@ def hf_model(model, tok, attn: str = 'sdpa'):
     Dropout is off (TinyAgent has none), so the SFT step compares the same work. GPT2 differs from
     TinyAgent in its details (learned absolute positions, tied head, tanh GELU, no QK-norm or rotary).
     """
+    import transformers
     from transformers import GPT2Config, GPT2LMHeadModel
+    transformers.logging.set_verbosity_error()  # no padding advice: the loss masks pads, attention is causal
     c = model.config
     cfg = GPT2Config(vocab_size=c.vocab_size, n_embd=c.d_model, n_layer=c.n_layers, n_head=c.n_heads,
                      n_positions=max(512, c.block_size), bos_token_id=tok.bos_id, eos_token_id=tok.stop_id,
@@ -338,8 +340,6 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
         log(PEER_MISSING)
         res['peer_skipped'] = PEER_MISSING
     elif peer:
-        import transformers
-        transformers.logging.set_verbosity_error()
         M = max(1, round(sft['mean_policy_tokens']))
         L = max(1, round(sft['mean_prompt_tokens']))
         L = min(L, min(len(t) for t in trajs))

@@ -1,0 +1,192 @@
+"""``agentrl report`` (report.html) and ``agentrl show`` on a smoke run's folder, and the trajectory viewer's HTML."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+import torch
+
+import agentrl as arl
+from agentrl.cli import main as cli_main
+from agentrl.experiments import figures, html_report, report
+from agentrl.experiments.bands import check_transcript
+from agentrl.experiments.ch15 import POLICIES, Ch15Config, Chapter15
+from agentrl.trajio import load_trajectories, save_trajectories
+from agentrl.viewer import default_tokenizer
+
+
+def scripted_pairs(tok, n=6):
+    """(oracle success, random-play failure) pairs of the same task, flat like dpo_pairs.json."""
+    flat = []
+    for task in arl.make_tasks('train'):
+        chosen = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, tok)
+        rejected = next((t for s in range(20) if (t := arl.scripted_rollout(arl.scripted_policy('random', seed=s),
+                                                                             arl.BugFixEnv(), task, tok)).reward == 0), None)
+        if chosen.reward == 1 and rejected is not None:
+            flat += [chosen, rejected]
+        if len(flat) == 2 * n:
+            break
+    return flat
+
+
+def smoke_report_dir(tmp_path_factory):
+    """A smoke run's folder with figures, report.md and report.html; made once per session (shared with test_browser)."""
+    out = tmp_path_factory.getbasetemp() / 'html_report_smoke_run'
+    if (out / 'report.html').is_file():
+        return out
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run = Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None)
+        results = run.run()
+        figures.draw_all(results, out)
+        report.write(out, results, check_transcript(run.transcript()), 0, run.timing)
+        # The smoke run's weak base solves nothing, so its dpo_pairs.json is empty; scripted pairs stand in.
+        if not load_trajectories(out / 'episodes' / 'dpo_pairs.json'):
+            save_trajectories(out / 'episodes' / 'dpo_pairs.json', scripted_pairs(run.tok))
+        html_report.build(out)
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+@pytest.fixture(scope='session')
+def run_dir(tmp_path_factory):
+    return smoke_report_dir(tmp_path_factory)
+
+
+@pytest.fixture(scope='session')
+def page(run_dir):
+    return (run_dir / 'report.html').read_text(encoding='utf-8')
+
+
+def embedded_data(page):
+    m = re.search(r'<script type="application/json" id="arl-data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
+
+
+class Tables(HTMLParser):
+    """Collects every <table> (by id) as rows of cell texts, and every <img> src."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.imgs, self._cell, self._table = {}, [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'table':
+            self._table = self.tables.setdefault(a.get('id') or f'table{len(self.tables)}', [])
+        elif tag == 'tr' and self._table is not None:
+            self._table.append([])
+        elif tag in ('td', 'th'):
+            self._cell = []
+        elif tag == 'img':
+            self.imgs.append(a.get('src', ''))
+
+    def handle_endtag(self, tag):
+        if tag in ('td', 'th') and self._cell is not None:
+            self._table[-1].append(''.join(self._cell).strip())
+            self._cell = None
+        elif tag == 'table':
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parsed(page):
+    p = Tables()
+    p.feed(page)
+    return p
+
+
+def test_report_is_one_small_self_contained_file(run_dir, page):
+    path = run_dir / 'report.html'
+    assert path.is_file() and path.stat().st_size < html_report.MAX_BYTES
+    assert not re.search(r'''(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//''', page, re.I), 'a resource outside the file'
+    assert not re.search(r'url\(\s*["\']?\s*(?:https?:)?//|@import', page, re.I)
+    assert '<link' not in page and not re.search(r'<script[^>]*\bsrc=', page)
+
+
+def test_findings_table_matches_the_transcript(run_dir, page):
+    findings = check_transcript((run_dir / 'transcript.txt').read_text())
+    rows = parsed(page).tables['findings']
+    assert rows[0] == ['finding (band)', 'chapter', 'this run', 'holds']
+    body = rows[1:]
+    assert len(body) == len(findings) == 30
+    for (name, ok, fig), row in zip(findings, body):
+        assert row[0] == name and row[2] == str(fig) and row[3] == ('held' if ok else 'not held')
+    assert 'Findings' in page and '15.6 Design questions in practice' in page  # the chapter's tables follow
+
+
+def test_the_three_figures_are_embedded(run_dir, page):
+    imgs = [s for s in parsed(page).imgs if s.startswith('data:image/png;base64,')]
+    assert len(imgs) == 3
+    embedded = {base64.b64decode(s.split(',', 1)[1]) for s in imgs}
+    assert embedded == {(run_dir / name).read_bytes() for name in html_report.FIGURES}
+
+
+def test_embedded_episodes_decode_to_the_saved_trajectories(run_dir, page):
+    data = embedded_data(page)
+    assert data['vocab'] == default_tokenizer().vocab and data['owners'] == ['template', 'prompt', 'policy', 'tool']
+    keys = [p['key'] for p in data['policies']]
+    assert keys[:len(POLICIES)] == list(POLICIES) and [p['label'] for p in data['policies'][:3]] == list(POLICIES.values())[:3]
+    for pol in data['policies'][:2]:
+        trajs = load_trajectories(run_dir / 'episodes' / f"{pol['key']}.json")
+        assert len(pol['episodes']) == len(trajs) == 60
+        for ep, t in zip(pol['episodes'], trajs):
+            assert ep['t'] == t.ids.tolist() and [int(c) for c in ep['o']] == t.owner.tolist()
+            assert [int(c) for c in ep['m']] == t.action_mask.int().tolist()
+            assert [x for turn, n in ep['u'] for x in [turn] * n] == t.turn.tolist()
+            assert ep['lp'] == pytest.approx(t.logprobs[t.action_mask.bool()].tolist(), abs=1e-3)
+            assert ep['r'] == t.reward and ep['i'] == t.info and 'h' not in ep
+    assert len(data['pairs']) == len(load_trajectories(run_dir / 'episodes' / 'dpo_pairs.json')) > 0
+
+
+def test_checkpoint_heat_is_the_policy_token_log_prob(run_dir, tmp_path):
+    out = html_report.build(run_dir, tmp_path / 'heat.html', checkpoint='sft_step60')
+    data = embedded_data(out.read_text())
+    assert data['checkpoint'] == 'sft_step60' and 'id="heat"' in out.read_text()
+    model = arl.load_model(run_dir / 'checkpoints' / 'sft_step60.safetensors', default_tokenizer())
+    t = load_trajectories(run_dir / 'episodes' / 'weak.json')[3]
+    ep = next(p for p in data['policies'] if p['key'] == 'weak')['episodes'][3]
+    with torch.no_grad():
+        logp = arl.sequence_log_probs(model, t.ids[None])[0]
+    assert ep['h'] == pytest.approx(logp[t.action_mask.bool()].tolist(), abs=0.01)
+    assert all(len(e['h']) == e['m'].count('1') for p in data['policies'] for e in p['episodes'])
+    with pytest.raises(ValueError, match='sft_step60'):  # a wrong name lists the checkpoints there are
+        html_report.build(run_dir, tmp_path / 'x.html', checkpoint='nope')
+
+
+def test_markdown_converter():
+    md = '# Title\n\nA **bold** line\ncontinued.\n\n## Part\n\n| a | b |\n| --- | --- |\n| 1 | <2> |\n\n## Skip\n\ngone\n\n## After\n\nkept'
+    out = html_report.markdown_to_html(md, run_dir=None, replace={'Skip': '<p>instead</p>'})
+    assert '<h1 id="title">Title</h1>' in out and '<p>A <strong>bold</strong> line continued.</p>' in out
+    assert '<thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>&lt;2&gt;</td></tr></tbody>' in out
+    assert '<p>instead</p>' in out and 'gone' not in out and '<p>kept</p>' in out
+
+
+def test_cli_report_and_show(run_dir, tmp_path, capsys):
+    assert cli_main(['report', str(run_dir), '--out', str(tmp_path / 'r.html')]) == 0
+    assert (tmp_path / 'r.html').read_text().startswith('<!DOCTYPE html>')
+    assert cli_main(['report', str(tmp_path)]) == 1  # not a run folder
+    capsys.readouterr()
+    assert cli_main(['show', str(run_dir), '--policy', 'sft_step60', '--task', 'minmax/clamp', '--n', '1']) == 0
+    text = capsys.readouterr().out
+    assert 'oracle SFT, step 60' in text and 'minmax/clamp' in text and '[turn 1]' in text and 'episode 1 of 2' in text
+    assert cli_main(['show']) == 0
+    text = capsys.readouterr().out
+    assert 'oracle demo' in text and 'read' in text and 'submitted' in text
+    assert cli_main(['show', str(run_dir), '--policy', 'nope']) == 1
+
+
+def test_repr_html_owner_spans_match_the_owner_tensor(oracle_demos):
+    traj = oracle_demos[0]
+    page = traj._repr_html_()
+    for name, code in arl.OWNER.items():
+        assert page.count(f'data-owner="{name}"') == int((traj.owner == code).sum()) > 0, name
+    assert page.count('data-mask="1"') == int(traj.action_mask.sum())
