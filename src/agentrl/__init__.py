@@ -13,9 +13,14 @@ from .policies import scripted_policy
 from .recipes.diagnostics import check_rendering, describe, informative_fraction, probe, strip_wrappers
 from .recipes.dpo import dpo_loss, episode_logp, make_pairs, preference_loss, train_dpo
 from .recipes.evaluation import action_entropy, pass_rate
+from .recipes.grpo import GRPOConfig, train_grpo
+from .recipes.online_dpo import train_online_dpo
 from .recipes.reinforce import reinforce_step, train_rl
 from .recipes.rejection import cap_per_task, dedup_by_actions, expert_iteration, family_share, keep_successes
+from .recipes.rft_baseline import group_baseline_weights, rft_baseline_iteration, weighted_sft_loss
+from .recipes.select import select_sft_checkpoint
 from .recipes.sft import sft_loss, sft_train
+from .recipes.star import star_iteration
 from .render import OWNER, Trajectory, collate
 from .rollout import rollout_batch, scripted_rollout
 from .tasks import FAMILIES, make_tasks

@@ -87,7 +87,8 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
 
 
 @torch.no_grad()
-def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=None, use_cache: bool = True):
+def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=None, use_cache: bool = True,
+                  force=None):
     """Sample one episode per (env, task) pair, all in lockstep -> list of Trajectory (DESIGN.md §4).
 
     Every live episode advances together: a turn is one batched forward per sampled call token
@@ -96,8 +97,20 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
     ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
     at every step instead (the reference the benchmark compares against).
+
+    ``force`` (default None: plain sampling) lets a caller override tokens, as STaR's
+    rationalization does (``recipes.star``): ``force(episode_index, call_so_far)`` is called
+    before each call token of every live episode, with the call's tokens so far (a tuple), and
+    returns a token id to emit instead of the sampled one, or None to keep the sample. A forced
+    token's behaviour log-prob is recorded as 0 (the behaviour policy chose it with probability
+    1), and every trajectory gets ``info['forced_positions']``: the indices into ``traj.ids`` of
+    its forced tokens (entry ``p - 1`` of ``action_mask`` and ``logprobs`` predicts token ``p``).
     """
     envs, tasks = _check_rollout_args(model, envs, tasks, tok, temperature, generator)
+    if force is not None and not callable(force):
+        raise TypeError(f'force must be a callable (episode_index, call_so_far) -> token id or None, '
+                        f'got {type(force).__name__}')
+    forced_at = [[] for _ in envs] if force is not None else None  # per episode: forced indices into ids
     was_training = model.training
     model.eval()
     B = len(envs)
@@ -116,13 +129,21 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         calls = [[] for _ in range(n)]
         call_lp = [[] for _ in range(n)]
         calling = list(range(n))  # rows still writing their call
+        forced = [[] for _ in range(n)] if force is not None else None  # per row: forced indices in the call
         max_call = max(envs[b].max_call_tokens for b in live)
         for step in range(max_call):
             logp = torch.log_softmax(logits[calling] / temperature, dim=-1)  # (m, V)
             sampled = torch.multinomial(logp.exp(), 1, generator=generator)  # (m, 1)
             lps = logp.gather(1, sampled).squeeze(1).tolist()
+            tokens = sampled.squeeze(1).tolist()
+            if force is not None:  # a forced token replaces the sample; the behaviour chose it with prob. 1
+                for k, i in enumerate(calling):
+                    f = force(live[i], tuple(calls[i]))
+                    if f is not None:
+                        tokens[k], lps[k] = int(f), 0.0
+                        forced[i].append(len(calls[i]))
             still, feed = [], [[] for _ in range(n)]
-            for i, t, lp in zip(calling, sampled.squeeze(1).tolist(), lps):
+            for i, t, lp in zip(calling, tokens, lps):
                 calls[i].append(t)
                 call_lp[i].append(lp)
                 if t != stop and len(calls[i]) < envs[live[i]].max_call_tokens:
@@ -138,11 +159,15 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         for i, b in enumerate(live):
             ids = calls[i]
             words = ids[:-1] if ids[-1] == stop else ids
+            if force is not None:
+                forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
             episodes[b].call(ids, call_lp[i])
             obs, reward, terminated, truncated, info = envs[b].step(' '.join(vocab[t] for t in words))
             reply = episodes[b].reply(obs) if obs else []
             if terminated or truncated:
                 results[b] = episodes[b].build(reward, info)
+                if force is not None:
+                    results[b].info['forced_positions'] = forced_at[b]
             else:
                 keep.append(i)
                 chunks.append([ids[-1]] + reply)  # the last call token is not fed yet

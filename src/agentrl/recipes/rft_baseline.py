@@ -1,0 +1,124 @@
+"""Rejection sampling with a group baseline: RFT that also trains on failures (exercise 4; section 15.3).
+
+Section 15.3 shows that RFT on fresh samples is the 0/1 policy gradient with no negative
+signal. With a baseline ``b`` the policy gradient of one group is
+
+    sum_i (R_i - b) grad log pi(tau_i) = (1 - b) sum_succ grad log pi - b sum_fail grad log pi,
+
+so taking the group mean ``b = R_bar`` and dividing by ``1 - R_bar`` gives every success weight 1
+(RFT's) and every failure weight ``-R_bar / (1 - R_bar)``:
+
+    w_i = (R_i - R_bar) / (1 - R_bar).
+
+``weighted_sft_loss`` with these weights therefore has *exactly* the baseline policy gradient of a
+group times ``1 / (1 - R_bar)`` (the tests check this to 1e-6). Across groups the factor differs
+per group: each group's advantages are rescaled so that its successes weigh 1, as in RFT.
+
+Groups with ``R_bar`` in {0, 1}:
+
+- all fail (``R_bar = 0``): every failure gets ``-0 / 1 = 0``. Nothing to learn, as in RFT and in
+  the baseline policy gradient.
+- all pass (``R_bar = 1``): there is no failure, so the failure weight is never used. Its
+  successes keep weight 1 by default (``keep_all_pass=True``): RFT's imitation of them, which the
+  exercise's "RFT plus failures" asks for. The baseline policy gradient gives them 0 instead
+  (``(R - R_bar) = 0``); ``keep_all_pass=False`` gives that.
+
+Note the failure weight grows without bound as ``R_bar -> 1`` (a group of 8 with 7 successes
+weighs its one failure -7): the push-down on a rare failure is as strong as the seven pulls up.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..model import sequence_log_probs
+from ..render import collate
+from .diagnostics import informative_fraction
+from .evaluation import pass_rate
+
+
+def group_baseline_weights(rewards: torch.Tensor, keep_all_pass: bool = True) -> torch.Tensor:
+    """Per-episode weights ``(R - R_bar) / (1 - R_bar)`` of each group: ``rewards [tasks, G]`` (0/1) -> ``[tasks, G]``.
+
+    Successes get 1, failures ``-R_bar / (1 - R_bar)`` (0 in an all-fail group); an all-pass
+    group's successes get 1 with ``keep_all_pass`` (RFT), else 0 (the baseline policy gradient).
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f'rewards must be [tasks, G], got shape {tuple(rewards.shape)}')
+    if not bool(((rewards == 0) | (rewards == 1)).all()):
+        raise ValueError('group_baseline_weights needs 0/1 rewards')
+    r_bar = rewards.mean(1, keepdim=True)  # [tasks, 1]
+    fail_weight = -r_bar / (1 - r_bar).clamp(min=1e-12)  # [tasks, 1]; unused where r_bar = 1 (no failure)
+    weights = torch.where(rewards == 1, torch.ones_like(rewards), fail_weight.expand_as(rewards))  # [tasks, G]
+    if not keep_all_pass:
+        weights = weights.masked_fill(r_bar == 1, 0.0)
+    return weights
+
+
+def weighted_sft_loss(model, batch, weights: torch.Tensor) -> torch.Tensor:
+    """Token-mean NLL over action tokens, each episode's tokens weighted: weights [B] -> scalar.
+
+    ``-(w * logp * mask).sum() / mask.sum()``: ``sft_loss`` when every weight is 1, the 0/1 policy
+    gradient loss when ``w = R``, and the baseline policy gradient when ``w = R - b``.
+    """
+    logp = sequence_log_probs(model, batch['ids'])  # [B, T-1]
+    mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
+    w = weights.to(logp.dtype)[:, None]  # [B, 1]
+    return -(w * logp * mask).sum() / mask.sum()
+
+
+def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0) -> list:
+    """``sft_train`` with a weight per trajectory: minibatches drawn with replacement, AdamW -> losses.
+
+    With every weight 1 it takes exactly ``sft_train``'s steps (same draws from ``seed``).
+    """
+    trajs, weights = list(trajs), torch.as_tensor(weights, dtype=torch.float).view(-1)  # [N]
+    if not trajs:
+        raise ValueError('weighted_sft_train needs at least one trajectory, got an empty list')
+    if len(weights) != len(trajs):
+        raise ValueError(f'one weight per trajectory: got {len(weights)} weights for {len(trajs)} trajectories')
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(steps):
+        idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)  # [b]
+        loss = weighted_sft_loss(model, collate([trajs[i] for i in idx.tolist()], tok.pad_id), weights[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
+                           reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None):
+    """Expert iteration with a group baseline: sample -> weight -> weighted SFT, in place -> one dict per round.
+
+    As ``recipes.rejection.expert_iteration`` (same seeds: round k samples with ``sample_seed + k``
+    and trains with ``sft_seed + k``), but every sampled episode is weighted by
+    ``group_baseline_weights`` (a task's ``n_samples`` episodes are its group) and trained on.
+    Episodes of weight 0 (all-fail groups, and all-pass ones without ``keep_all_pass``) carry no
+    gradient and are left out of the pool, so, like RFT's dropped failures, they do not dilute the
+    token mean. Each dict holds ``round``, ``rate`` (sample pass), ``n_pos`` and ``n_neg``
+    (episodes trained with positive and negative weight), ``min_weight``, ``solved`` (task names
+    with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict).
+    """
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    tasks = list(tasks)
+    history = []
+    for k in range(rounds):
+        rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward)
+        rewards = torch.tensor([t.reward for t in sample]).view(len(tasks), n_samples)  # [tasks, G], task-major
+        weights = group_baseline_weights(rewards, keep_all_pass).view(-1)  # [B]
+        pool = [(t, w) for t, w in zip(sample, weights.tolist()) if w != 0]
+        row = {'round': k, 'rate': rate, 'n_pos': sum(w > 0 for _, w in pool), 'n_neg': sum(w < 0 for _, w in pool),
+               'min_weight': min((w for _, w in pool), default=0.0),
+               'solved': sorted({t.info['task'] for t in sample if t.reward == 1.0}),
+               'informative': informative_fraction(rewards)}
+        if pool:
+            weighted_sft_train(model, [t for t, _ in pool], [w for _, w in pool], tok, steps=steps, lr=lr,
+                               batch_size=batch_size, seed=sft_seed + k)
+        if evaluate is not None:
+            row.update(evaluate(model))
+        history.append(row)
+    return history
