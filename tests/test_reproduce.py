@@ -93,11 +93,15 @@ def test_resume_refuses_other_settings(first):
         Chapter15(out, seed=3, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
 
 
-def test_cli_reproduce_smoke_end_to_end(tmp_path):
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--threads', '1',
-                          '--out', str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+def test_cli_reproduce_extended_smoke_end_to_end(tmp_path):
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--extended', '--quiet',
+                          '--threads', '1', '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert 'bands hold' in res.stdout
-    for name in ['results.json', 'report.md', 'fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png']:
+    for name in ['results.json', 'report.md', 'fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png',
+                 'fig_beyond_star.png', 'fig_beyond_rft_baseline.png', 'fig_beyond_dpo.png', 'fig_beyond_select.png',
+                 'fig_beyond_grpo.png']:
         assert (tmp_path / name).is_file(), name
+    beyond = json.loads((tmp_path / 'results.json').read_text())['sections']['beyond']
+    assert set(beyond) == {'star', 'rft_baseline', 'dpo', 'select', 'grpo'}
+    assert '## Beyond the chapter' in (tmp_path / 'report.md').read_text()

@@ -32,9 +32,14 @@ from ..policies import scripted_policy
 from ..recipes.diagnostics import describe, probe, strip_wrappers
 from ..recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ..recipes.evaluation import pass_rate
+from ..recipes.grpo import GRPOConfig, train_grpo
+from ..recipes.online_dpo import train_online_dpo
 from ..recipes.reinforce import train_rl
 from ..recipes.rejection import dedup_by_actions, expert_iteration, family_share
+from ..recipes.rft_baseline import rft_baseline_iteration
+from ..recipes.select import select_sft_checkpoint
 from ..recipes.sft import sft_loss, sft_train
+from ..recipes.star import family_pass, star_iteration
 from ..render import OWNER, collate
 from ..rollout import scripted_rollout
 from ..tasks import make_tasks
@@ -46,9 +51,11 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
             'rft': 'RFT (expert iteration)', 'dpo': 'DPO', 'dpo_nll': 'DPO + NLL', 'sft_rl': 'SFT -> RL',
             'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
 """Every policy a run checkpoints, with the label the report uses."""
+EXTENDED = ('beyond',)
 TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
-          '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice'}
+          '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
+          'beyond': 'beyond the chapter: exercises and a clipped trainer'}
 
 
 @dataclass(frozen=True)
@@ -106,11 +113,13 @@ def _atomic_json(path: Path, obj) -> None:
 class Chapter15:
     """One reproduction of chapter 15 in ``out``; ``run()`` executes (or resumes) every section."""
 
-    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None):
+    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
+                 extended: bool = False):
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f'seed must be an int, got {type(seed).__name__}')
         self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
         self.cfg = config or Ch15Config()
+        self.sections = SECTIONS + (EXTENDED if extended else ())
         self.ckpt = self.out / 'checkpoints'
         self.out.mkdir(parents=True, exist_ok=True)
         self.results, self.timing, self.lines = {}, {}, {}
@@ -176,15 +185,15 @@ class Chapter15:
 
     def transcript(self) -> str:
         """Everything printed so far, in the notebook's format."""
-        order = ['setup', *SECTIONS]
+        order = ['setup', *SECTIONS, *EXTENDED]
         return '\n'.join(line for sec in order for line in self.lines.get(sec, [])) + '\n'
 
     # --- the run
     def run(self):
         """Run every unfinished section in order -> results dict keyed by section."""
         steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
-                 '15.5': self.s15_5, '15.6': self.s15_6}
-        for section in SECTIONS:
+                 '15.5': self.s15_5, '15.6': self.s15_6, 'beyond': self.beyond}
+        for section in self.sections:
             if section in self.results:
                 for line in self.lines.get(section, []):
                     self.log(line)
@@ -429,3 +438,94 @@ class Chapter15:
                 'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1),
                           'share_deduped': family_share(unique)},
                 'hacking': hack_log}
+
+    # --- beyond the chapter: its exercises and a clipped trainer (issue 7)
+    def beyond(self):
+        """Exercises 3 and 4, online DPO, checkpoint selection, and a clipped group-PG trainer, each
+        compared with the chapter's own recipe at the same budget, from the same checkpoints."""
+        s, tok, c = self.seed, self.tok, self.cfg
+        weak = self._model('weak')
+
+        def fam(model):
+            n = c.eval_samples
+            return {'train': pass_rate(model, self.train, tok, n, seed=s)[0],
+                    'held': pass_rate(model, self.heldout, tok, n, seed=s)[0],
+                    'family': family_pass(model, self.train, tok, n, seed=s)}
+
+        out = {}
+        # exercise 3: STaR rationalization vs plain expert iteration (15.3)
+        rows = {'RFT (15.3)': fam(self._model('rft'))}
+        for label, mask in [('STaR, forced op masked', True), ('STaR, forced op trained', False)]:
+            model = copy.deepcopy(weak)
+            hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
+                                  seed=100 + s, mask_forced=mask)
+            rows[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
+        out['star'] = rows
+        self._say('STaR vs expert iteration, train pass per family: ' + ' | '.join(
+            f"{k}: " + ' '.join(f"{f} {v:.2f}" for f, v in r['family'].items()) for k, r in rows.items()), 'beyond')
+
+        # exercise 4: RFT with a group baseline vs RFT (15.3)
+        model = copy.deepcopy(weak)
+        hist_b = [(0, *self.evaluate(weak))]
+
+        def after(m):
+            hist_b.append((c.rft_steps * len(hist_b), *self.evaluate(m)))
+            return {}
+
+        rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
+                               sample_seed=100 + s, sft_seed=0 + s, evaluate=after)
+        out['rft_baseline'] = {'RFT': self.results['15.3']['hist_rft'], 'RFT + group baseline': hist_b}
+        self._say(f"RFT final train/held {self.results['15.3']['hist_rft'][-1][1]:.2f}/{self.results['15.3']['hist_rft'][-1][2]:.2f}"
+                  f" | RFT + group baseline {hist_b[-1][1]:.2f}/{hist_b[-1][2]:.2f}", 'beyond')
+
+        # online / iterative DPO vs offline DPO (15.4, 15.6), and the loss choice
+        def evaluate_dpo(m):
+            rate_train, trajs = pass_rate(m, self.train, tok, c.eval_samples, seed=s)
+            return {'train': rate_train, 'held': pass_rate(m, self.heldout, tok, c.eval_samples, seed=s)[0],
+                    'eval_invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
+
+        dpo = {'offline DPO': self.results['15.4']['log'], 'offline DPO + NLL': self.results['15.6']['dpo_nll_log']}
+        for label, nll in [('online DPO', 0.0), ('online DPO + NLL', 1.0)]:
+            model = copy.deepcopy(weak)
+            dpo[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
+                                          n_samples=c.rft_samples, nll_weight=nll, seed=300 + s, evaluate=evaluate_dpo,
+                                          every=c.dpo_every)
+        for loss in ['ipo', 'hinge']:
+            model, pairs = copy.deepcopy(weak), self._pairs()
+            dpo[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
+                model, pairs, tok, steps=c.dpo_steps, loss=loss, every=c.dpo_every, evaluate=evaluate_dpo) if pairs else []
+        for rows_ in dpo.values():  # one name for the invalid calls the policy makes in evaluation
+            for r in rows_:
+                if 'eval_invalid' in r:
+                    r['invalid'] = r.pop('eval_invalid')
+        out['dpo'] = dpo
+        self._say('at the last DPO step, invalid/ep and held-out: ' + ' | '.join(
+            f"{k} {r[-1]['invalid']:.2f}, {r[-1]['held']:.2f}" for k, r in dpo.items() if r), 'beyond')
+
+        # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
+        sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
+                                    every=c.sft_every, group=c.probe_group, seed=0 + s)
+        rl = {}
+        for label, start in [(f'chosen (step {sel.step})', sel.best), (f'last (step {c.sft_steps})', sel.last)]:
+            model = copy.deepcopy(start)
+            rl[label] = train_rl(model, self.train, tok, c.rl_cold_steps, seed=0 + s, every=c.rl_every,
+                                 evaluate=self.evaluate)
+        out['select'] = {'step': sel.step, 'table': sel.table, 'rl': rl}
+        self._say(f'checkpoint chosen by informative groups: step {sel.step}; RL from it vs from the last: ' + ' | '.join(
+            f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in rl.items()), 'beyond')
+
+        # a clipped group-policy-gradient trainer vs REINFORCE (15.5), same episodes per step
+        grpo = {}
+        for label, name, steps, start in [('SFT -> GRPO', 'sft_step20', c.rl_cold_steps, c.cold_start_step),
+                                          ('GRPO only', 'weak', c.rl_only_steps, 0)]:
+            model = copy.deepcopy(self._model(name))
+            hist, logs = train_grpo(model, self.train, tok, steps, GRPOConfig(seed=0 + s), evaluate=self.evaluate,
+                                    every=c.rl_every, start=start)
+            grpo[label] = {'hist': hist, 'logs': logs}
+        out['grpo'] = grpo
+        curves = self.results['15.5']['curves']
+        self._say(f"SFT -> RL {curves['SFT -> RL'][-1][1]:.2f}/{curves['SFT -> RL'][-1][2]:.2f} vs SFT -> GRPO "
+                  f"{grpo['SFT -> GRPO']['hist'][-1][1]:.2f}/{grpo['SFT -> GRPO']['hist'][-1][2]:.2f} | RL only "
+                  f"{curves['RL only'][-1][1]:.2f}/{curves['RL only'][-1][2]:.2f} vs GRPO only "
+                  f"{grpo['GRPO only']['hist'][-1][1]:.2f}/{grpo['GRPO only']['hist'][-1][2]:.2f}", 'beyond')
+        return out

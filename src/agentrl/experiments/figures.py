@@ -97,7 +97,92 @@ def fig_hacking(results: dict, path: Path) -> Path:
 
 
 def draw_all(results: dict, out: Path) -> list:
-    """Write the three figures into ``out`` -> their paths."""
+    """Write the chapter's three figures (and the extended run's) into ``out`` -> their paths."""
     out = Path(out)
-    return [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png'),
-            fig_hacking(results, out / 'fig15_4_hacking.png')]
+    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png'),
+             fig_hacking(results, out / 'fig15_4_hacking.png')]
+    if 'beyond' in results:
+        paths += fig_beyond(results, out)
+    return paths
+
+
+def fig_beyond(results: dict, out: Path) -> list:
+    """One figure per beyond-the-chapter recipe (``reproduce --extended``) -> their paths."""
+    plt = _plt()
+    b, paths = results['beyond'], []
+    from ..tasks import FAMILIES
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))  # STaR: train pass per family
+    names = list(b['star'])
+    w = 0.8 / len(names)
+    for i, name in enumerate(names):
+        fam = b['star'][name]['family']
+        ax.bar([j + i * w for j in range(len(FAMILIES))], [fam.get(f, 0) for f in FAMILIES], w, label=name)
+    ax.set(xticks=[j + w * (len(names) - 1) / 2 for j in range(len(FAMILIES))], xticklabels=FAMILIES, ylim=(0, 1.05),
+           ylabel='train pass', title='STaR rationalization vs expert iteration: is init learnable?')
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(out / 'fig_beyond_star.png')
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # RFT with a group baseline
+    for name, hist in b['rft_baseline'].items():
+        for ax, col, title in [(axes[0], 1, 'train'), (axes[1], 2, 'held-out')]:
+            ax.plot([h[0] for h in hist], [h[col] for h in hist], 'o-', label=name)
+            ax.set(title=title, xlabel='SFT steps', ylim=(0, 1.02))
+    axes[0].set_ylabel('pass rate')
+    axes[1].legend(fontsize=8)
+    fig.suptitle('RFT with a group baseline (exercise 4): does the plateau move?')
+    fig.tight_layout()
+    paths.append(out / 'fig_beyond_rft_baseline.png')
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # online vs offline DPO
+    for name, log in b['dpo'].items():
+        if log:
+            axes[0].plot([r['step'] for r in log], [r['invalid'] for r in log], 'o-', label=name)
+            axes[1].plot([r['step'] for r in log], [r['held'] for r in log], 'o-', label=name)
+    axes[0].set(title='invalid calls per episode', xlabel='DPO step')
+    axes[1].set(title='held-out pass', xlabel='DPO step', ylim=(0, 1.02))
+    axes[1].legend(fontsize=7)
+    fig.suptitle('Online vs offline DPO, and the preference loss')
+    fig.tight_layout()
+    paths.append(out / 'fig_beyond_dpo.png')
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # checkpoint selection
+    table = b['select']['table']
+    axes[0].plot([t[0] for t in table], [t[2] for t in table], 'o-', label='groups with signal')
+    axes[0].plot([t[0] for t in table], [t[1] for t in table], 's--', label='held-out pass')
+    axes[0].axvline(b['select']['step'], color='grey', ls=':')
+    axes[0].set(title='probe during oracle SFT', xlabel='SFT step', ylim=(0, 1.02))
+    axes[0].legend(fontsize=8)
+    for name, hist in b['select']['rl'].items():
+        axes[1].plot([h[0] for h in hist], [h[2] for h in hist], 'o-', label=name)
+    axes[1].set(title='held-out pass during RL', xlabel='RL step', ylim=(0, 1.02))
+    axes[1].legend(fontsize=8)
+    fig.suptitle('Choosing the SFT checkpoint by its informative groups')
+    fig.tight_layout()
+    paths.append(out / 'fig_beyond_select.png')
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # GRPO vs REINFORCE
+    curves = results['15.5']['curves']
+    pairs = [('SFT -> RL', 'SFT -> GRPO'), ('RL only', 'GRPO only')]
+    for ax, (ref, new) in zip(axes, pairs):
+        for name, hist, style in [(ref, curves[ref], 'o--'), (new, b['grpo'][new]['hist'], 'o-')]:
+            ax.plot([h[0] for h in hist], [h[1] for h in hist], style, label=f'{name} train')
+            ax.plot([h[0] for h in hist], [h[2] for h in hist], style, alpha=0.5, label=f'{name} held-out')
+        ax.set(title=f'{ref} vs {new}', xlabel='gradient steps (64 episodes per RL step)', ylim=(0, 1.02))
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel('pass rate')
+    fig.suptitle("A clipped group-policy-gradient trainer vs the chapter's REINFORCE, same samples")
+    fig.tight_layout()
+    paths.append(out / 'fig_beyond_grpo.png')
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths

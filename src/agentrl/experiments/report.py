@@ -93,6 +93,8 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
                   [(r['round'], r['kept'], r['hacks'], f"{r['hacks'] / max(r['kept'], 1):.0%}", f"{r['public']:.2f}", f"{r['hidden']:.2f}",
                     ', '.join(str(x) for x in c)) for r, c in zip(s6['hacking'], CH_HACK)]), '',
            '![Figure 15.4](fig15_4_hacking.png)', '']
+    if 'beyond' in R:
+        md += beyond_section(R)
     if timing:
         md += ['## Time', '', _table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
     return '\n'.join(md)
@@ -102,3 +104,44 @@ def write(out: Path, results: dict, findings: list, seed: int, timing: dict | No
     path = Path(out) / 'report.md'
     path.write_text(render(results, findings, seed, timing))
     return path
+
+
+def beyond_section(R: dict) -> list:
+    """The "Beyond the chapter" section of ``reproduce --extended``: a table and a figure per recipe.
+
+    One seed's figures; ``agentrl sweep --extended`` reports each comparison over seeds.
+    """
+    b, curves = R['beyond'], R['15.5']['curves']
+    from ..tasks import FAMILIES
+    md = ['## Beyond the chapter', '',
+          'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
+          'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '
+          'each comparison holds over seeds.', '',
+          '### STaR rationalization (exercise 3)', '',
+          _table(['recipe', *FAMILIES, 'train', 'held-out', 'rationalized successes per round'],
+                 [(name, *[f"{r['family'].get(f, 0):.2f}" for f in FAMILIES], f"{r['train']:.2f}", f"{r['held']:.2f}",
+                   ', '.join(str(x) for x in r.get('rationalized', [])) or '-') for name, r in b['star'].items()]), '',
+          '![STaR](fig_beyond_star.png)', '',
+          '### RFT with a group baseline (exercise 4)', '',
+          _table(['recipe', 'final train', 'final held-out'],
+                 [(name, f'{h[-1][1]:.2f}', f'{h[-1][2]:.2f}') for name, h in b['rft_baseline'].items()]), '',
+          '![RFT with a baseline](fig_beyond_rft_baseline.png)', '',
+          '### Online vs offline DPO, and the preference loss', '',
+          _table(['recipe', 'step', 'invalid/ep', 'train', 'held-out'],
+                 [(name, log[-1]['step'], f"{log[-1]['invalid']:.2f}", f"{log[-1]['train']:.2f}", f"{log[-1]['held']:.2f}")
+                  for name, log in b['dpo'].items() if log]), '',
+          '![DPO](fig_beyond_dpo.png)', '',
+          '### SFT checkpoint chosen by informative groups', '',
+          _table(['SFT step', 'held-out pass', 'groups with signal', 'action entropy'],
+                 [(t[0], f'{t[1]:.2f}', f'{t[2]:.2f}', f'{t[3]:.3f}') for t in b['select']['table']]), '',
+          _table(['RL from', 'final train', 'final held-out'],
+                 [(name, f'{h[-1][1]:.2f}', f'{h[-1][2]:.2f}') for name, h in b['select']['rl'].items()]), '',
+          '![checkpoint selection](fig_beyond_select.png)', '',
+          '### A clipped group-policy-gradient trainer vs REINFORCE', '',
+          _table(['setting', 'REINFORCE train/held', 'clipped trainer train/held', 'episodes sampled (each)'],
+                 [(ref, f'{curves[ref][-1][1]:.2f}/{curves[ref][-1][2]:.2f}',
+                   f"{b['grpo'][new]['hist'][-1][1]:.2f}/{b['grpo'][new]['hist'][-1][2]:.2f}",
+                   64 * len(b['grpo'][new]['logs']))
+                  for ref, new in [('SFT -> RL', 'SFT -> GRPO'), ('RL only', 'GRPO only')]]), '',
+          '![GRPO](fig_beyond_grpo.png)', '']
+    return md
