@@ -133,9 +133,12 @@ class Chapter15:
             self.lines = saved['transcript']
             if (self.out / 'timing.json').exists():
                 self.timing = json.loads((self.out / 'timing.json').read_text())
-        elif results_path.exists() and not resume:
+        elif not resume:  # a fresh run: nothing of an older run in this folder may survive into it
             for stale in ('results.json', 'timing.json', 'transcript.txt'):
                 (self.out / stale).unlink(missing_ok=True)
+            for folder in (self.out / 'episodes', self.ckpt):
+                for f in folder.glob('*') if folder.is_dir() else []:
+                    f.unlink()
         s = seed
         self.tasks = make_tasks('all')
         self.tok = build_tokenizer(self.tasks)

@@ -1,4 +1,4 @@
-"""Subcommands backed by the experiments package: ``reproduce``, ``bench``."""
+"""Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``."""
 from __future__ import annotations
 
 import time
@@ -27,7 +27,7 @@ def _reproduce(args):
     t0 = time.perf_counter()
     with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
-        job = bar.add_task('chapter 15', total=len(SECTIONS))
+        job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if args.extended else 0))
 
         def progress(section, done, resumed=False):
             if done:
@@ -39,7 +39,8 @@ def _reproduce(args):
 
         log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
         config = Ch15Config.smoke() if args.smoke else Ch15Config()
-        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress, config=config)
+        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress, config=config,
+                        extended=args.extended)
         results = run.run()
         bar.update(job, description='figures and report')
     findings = check_transcript(run.transcript())
@@ -63,6 +64,18 @@ def _bench(args):
     return bench.main(args)
 
 
+def _report(args):
+    """Write a run folder's self-contained report.html (findings, tables, figures, trajectory browser)."""
+    from .html_report import main_report
+    return main_report(args)
+
+
+def _show(args):
+    """Print a run's sampled episodes (or an oracle demo) in the terminal, tokens coloured by owner."""
+    from .html_report import main_show
+    return main_show(args)
+
+
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
@@ -72,6 +85,8 @@ def add_commands(sub):
     rep.add_argument('--threads', type=int, default=0, help='torch threads (default: torch decides)')
     rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
     rep.add_argument('--strict', action='store_true', help='exit 1 if any finding does not hold')
+    rep.add_argument('--extended', action='store_true', help='after the chapter, run its exercises and a clipped '
+                     'group-policy-gradient trainer, and add "Beyond the chapter" to the report')
     rep.add_argument('--smoke', action='store_true', help='a tiny budget that exercises every section in seconds '
                      '(for testing the pipeline; its findings are meaningless)')
     rep.set_defaults(func=_reproduce)
@@ -81,3 +96,21 @@ def add_commands(sub):
     bench.add_argument('--repeats', type=int, default=5, help='timed repeats per item; the median is reported (default 5)')
     bench.add_argument('--threads', type=int, default=2, help='torch threads (default 2)')
     bench.set_defaults(func=_bench)
+
+    # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweep.py)
+    from .sweep import add_parser as add_sweep
+    add_sweep(sub)
+
+    page = sub.add_parser('report', help="write DIR/report.html: findings, tables, figures, trajectory browser, DPO pairs")
+    page.add_argument('dir', help='a reproduction folder (what `agentrl reproduce --out` wrote)')
+    page.add_argument('--out', default=None, help='output file (default DIR/report.html)')
+    page.add_argument('--checkpoint', default=None, metavar='NAME',
+                      help='shade policy tokens by their log-prob under DIR/checkpoints/NAME.safetensors (e.g. sft_step60)')
+    page.set_defaults(func=_report)
+
+    show = sub.add_parser('show', help="print a run's sampled episodes in the terminal (no DIR: an oracle demo)")
+    show.add_argument('dir', nargs='?', default=None, help='a reproduction folder with episodes/ (default: show an oracle demo)')
+    show.add_argument('--policy', default=None, help='which episodes/NAME.json (default: the first of the chapter\'s policies)')
+    show.add_argument('--task', default=None, help='only episodes of this task (exact name, else a substring)')
+    show.add_argument('--n', type=int, default=None, help='how many episodes (default 2; 1 for the demo)')
+    show.set_defaults(func=_show)

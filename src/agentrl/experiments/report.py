@@ -106,6 +106,61 @@ def write(out: Path, results: dict, findings: list, seed: int, timing: dict | No
     return path
 
 
+def _last(hist, col):
+    return hist[-1][col]
+
+
+BEYOND_CLAIMS = [
+    ('expert iteration (15.3) never learns init',
+     lambda b, R: (b['star']['RFT (15.3)']['family'].get('init', 0) == 0, f"init train pass {b['star']['RFT (15.3)']['family'].get('init', 0):.2f}")),
+    ('STaR with the forced op masked makes init learnable (init pass >= 0.5)',
+     lambda b, R: (b['star']['STaR, forced op masked']['family'].get('init', 0) >= 0.5,
+                   f"init {b['star']['STaR, forced op masked']['family'].get('init', 0):.2f}")),
+    ('STaR with the forced op trained makes init learnable (init pass >= 0.5)',
+     lambda b, R: (b['star']['STaR, forced op trained']['family'].get('init', 0) >= 0.5,
+                   f"init {b['star']['STaR, forced op trained']['family'].get('init', 0):.2f}")),
+    ("a group baseline moves RFT's plateau up (final train pass higher)",
+     lambda b, R: (_last(b['rft_baseline']['RFT + group baseline'], 1) > _last(b['rft_baseline']['RFT'], 1),
+                   f"{_last(b['rft_baseline']['RFT + group baseline'], 1):.2f} vs RFT {_last(b['rft_baseline']['RFT'], 1):.2f}")),
+    ('a group baseline raises held-out pass over RFT',
+     lambda b, R: (_last(b['rft_baseline']['RFT + group baseline'], 2) > _last(b['rft_baseline']['RFT'], 2),
+                   f"{_last(b['rft_baseline']['RFT + group baseline'], 2):.2f} vs RFT {_last(b['rft_baseline']['RFT'], 2):.2f}")),
+    ('online DPO makes fewer invalid calls than offline DPO (last step)',
+     lambda b, R: (b['dpo']['online DPO'][-1]['invalid'] < b['dpo']['offline DPO'][-1]['invalid'],
+                   f"{b['dpo']['online DPO'][-1]['invalid']:.2f} vs offline {b['dpo']['offline DPO'][-1]['invalid']:.2f}")),
+    ('online DPO has a higher held-out pass than offline DPO (last step)',
+     lambda b, R: (b['dpo']['online DPO'][-1]['held'] > b['dpo']['offline DPO'][-1]['held'],
+                   f"{b['dpo']['online DPO'][-1]['held']:.2f} vs offline {b['dpo']['offline DPO'][-1]['held']:.2f}")),
+    ('online DPO + NLL makes fewer invalid calls than offline DPO + NLL',
+     lambda b, R: (b['dpo']['online DPO + NLL'][-1]['invalid'] < b['dpo']['offline DPO + NLL'][-1]['invalid'],
+                   f"{b['dpo']['online DPO + NLL'][-1]['invalid']:.2f} vs offline {b['dpo']['offline DPO + NLL'][-1]['invalid']:.2f}")),
+    ('RL from the checkpoint chosen by informative groups ends above RL from the last one (held-out)',
+     lambda b, R: (lambda h: (_last(h[0], 2) > _last(h[1], 2), f'{_last(h[0], 2):.2f} vs {_last(h[1], 2):.2f}'))(list(b['select']['rl'].values()))),
+    ("SFT -> clipped trainer reaches the chapter's SFT -> RL bands (train >= 0.88, held >= 0.80) on the same samples",
+     lambda b, R: (_last(b['grpo']['SFT -> GRPO']['hist'], 1) >= 0.88 and _last(b['grpo']['SFT -> GRPO']['hist'], 2) >= 0.80,
+                   f"{_last(b['grpo']['SFT -> GRPO']['hist'], 1):.2f}/{_last(b['grpo']['SFT -> GRPO']['hist'], 2):.2f}")),
+    ('after SFT, the clipped trainer ends at least as high as REINFORCE (held-out)',
+     lambda b, R: (_last(b['grpo']['SFT -> GRPO']['hist'], 2) >= _last(R['15.5']['curves']['SFT -> RL'], 2),
+                   f"{_last(b['grpo']['SFT -> GRPO']['hist'], 2):.2f} vs {_last(R['15.5']['curves']['SFT -> RL'], 2):.2f}")),
+    ('from the weak base, the clipped trainer ends above REINFORCE (train)',
+     lambda b, R: (_last(b['grpo']['GRPO only']['hist'], 1) > _last(R['15.5']['curves']['RL only'], 1),
+                   f"{_last(b['grpo']['GRPO only']['hist'], 1):.2f} vs {_last(R['15.5']['curves']['RL only'], 1):.2f}")),
+]
+"""Each beyond-the-chapter claim: (statement, fn(beyond results, all results) -> (holds, figure))."""
+
+
+def beyond_claims(R: dict) -> list:
+    """Evaluate every claim on one run's results -> [(statement, holds or None, figure)]."""
+    out = []
+    for name, fn in BEYOND_CLAIMS:
+        try:
+            holds, fig = fn(R['beyond'], R)
+        except (KeyError, IndexError, TypeError) as e:  # a recipe produced nothing to compare (tiny budgets)
+            holds, fig = None, f'not measurable ({type(e).__name__})'
+        out.append((name, holds, fig))
+    return out
+
+
 def beyond_section(R: dict) -> list:
     """The "Beyond the chapter" section of ``reproduce --extended``: a table and a figure per recipe.
 
@@ -117,6 +172,8 @@ def beyond_section(R: dict) -> list:
           'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
           'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '
           'each comparison holds over seeds.', '',
+          _table(['claim', 'this run', 'supported'],
+                 [(n, f, {True: 'yes', False: '**no**', None: 'not measurable'}[h]) for n, h, f in beyond_claims(R)]), '',
           '### STaR rationalization (exercise 3)', '',
           _table(['recipe', *FAMILIES, 'train', 'held-out', 'rationalized successes per round'],
                  [(name, *[f"{r['family'].get(f, 0):.2f}" for f in FAMILIES], f"{r['train']:.2f}", f"{r['held']:.2f}",

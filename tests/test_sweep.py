@@ -1,0 +1,176 @@
+"""``agentrl sweep``: seed specs, the statistics, and tiny multi-seed sweeps end to end (local and ray).
+
+The end-to-end sweep injects a fault into both of its seeds' first attempts (seed 0's worker is
+SIGKILLed after section 15.2, seed 1's job raises there), so one 2-seed smoke sweep checks the
+retry of a dead worker and of a raising job, resuming from the finished sections, the outputs,
+and that the resumed per-seed results equal a direct, uninterrupted ``Chapter15`` run.
+"""
+import json
+import math
+import shutil
+import threading
+
+import pytest
+
+from agentrl.cli import build_parser, main
+from agentrl.experiments import sweep as S
+from agentrl.experiments.ch15 import Ch15Config, Chapter15
+
+
+# --- statistics on known inputs
+
+def test_summarize_known_values():
+    s = S.summarize([1, 2, 3, 4])
+    assert s['n'] == 4 and s['mean'] == 2.5
+    assert s['std'] == pytest.approx(math.sqrt(5 / 3))
+    assert s['stderr'] == pytest.approx(math.sqrt(5 / 3) / 2)  # 0.6455
+    assert s['half_width'] == pytest.approx(3.1824 * math.sqrt(5 / 3) / 2)  # t_{0.975, 3} = 3.1824
+    assert s['ci95'] == pytest.approx([2.5 - 2.05428, 2.5 + 2.05428], abs=1e-4)
+
+
+def test_summarize_constant_and_single():
+    s = S.summarize([0.3] * 5)
+    assert s['mean'] == pytest.approx(0.3) and s['stderr'] == pytest.approx(0.0) and s['ci95'] == pytest.approx([0.3, 0.3])
+    one = S.summarize([7])
+    assert one['mean'] == 7 and one['stderr'] is None and one['ci95'] is None and one['half_width'] is None
+    with pytest.raises(ValueError):
+        S.summarize([])
+
+
+def test_t_quantiles():
+    assert S.t975(1) == 12.7062 and S.t975(9) == 2.2622 and S.t975(30) == 2.0423
+    assert S.t975(31) == pytest.approx(2.0395, abs=2e-4)  # beyond the table: normal + Cornish-Fisher terms
+    assert S.t975(60) == pytest.approx(2.0003, abs=2e-4)
+    assert S.t975(120) == pytest.approx(1.9799, abs=2e-4)
+    assert S.t975(10 ** 9) == pytest.approx(1.959964, abs=1e-6)
+    assert all(S.t975(d) > S.t975(d + 1) for d in range(1, 200))
+    with pytest.raises(ValueError):
+        S.t975(0)
+
+
+def test_hold_rates():
+    assert S.hold_rate([True, False, True, True]) == 0.75
+    assert S.hold_rate([]) is None
+    rows = S.aggregate_findings({0: [('a', True, '1'), ('b', False, '2')], 1: [('a', True, '3'), ('b', True, '4')],
+                                 2: [('a', False, '5'), ('b', True, '6')]})
+    assert rows['a']['hold_rate'] == pytest.approx(2 / 3) and rows['a']['held'] == 2 and rows['a']['n'] == 3
+    assert rows['b']['per_seed']['0'] == {'holds': False, 'figure': '2'}
+
+
+def test_aggregate_flattens_and_splits_partial_figures():
+    per_seed = {0: {'15.3': {'cosine': 0.9, 'grad_gap': None, 'hist_rft': [[0, 0.1, 0.2], [15, 0.5, 0.3]],
+                             'first_kept': [['edit a', 3]], 'rounds': [{'solved': ['x', 'y'], 'kept': 4, 'rate': 0.5,
+                                                                        'first_actions': {'edit a': 3}}]}},
+                1: {'15.3': {'cosine': 0.8, 'grad_gap': 1e-9, 'hist_rft': [[0, 0.3, 0.2], [15, 0.7, 0.5]],
+                             'first_kept': [['read', 1]], 'rounds': [{'solved': ['x'], 'kept': 2, 'rate': 0.25,
+                                                                        'first_actions': {'read': 1}}]}}}
+    full, partial = S.aggregate(per_seed)
+    assert full['15.3/cosine']['mean'] == pytest.approx(0.85) and full['15.3/cosine']['values'] == [0.9, 0.8]
+    assert full['15.3/hist_rft/1/1']['mean'] == pytest.approx(0.6) and full['15.3/hist_rft/1/0']['stderr'] == 0
+    assert full['15.3/rounds/0/n_solved']['values'] == [2, 1]
+    assert partial['15.3/grad_gap']['seeds'] == [1] and partial['15.3/grad_gap']['partial']
+    assert not any('first_kept' in k or 'first_actions' in k for k in {**full, **partial})
+
+
+# --- seed specs
+
+@pytest.mark.parametrize('spec, seeds', [('0-9', list(range(10))), ('0,3,5', [0, 3, 5]), ('0-3,7,10-11', [0, 1, 2, 3, 7, 10, 11]),
+                                         ('4', [4]), ('5,1-2,2', [1, 2, 5]), (' 1, 2 ', [1, 2])])
+def test_parse_seeds(spec, seeds):
+    assert S.parse_seeds(spec) == seeds
+
+
+@pytest.mark.parametrize('spec', ['', 'a', '1-', '-1', '3-1', '1,,2', '1.5', '0-3;5'])
+def test_bad_seed_specs_are_argparse_errors(spec, capsys):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(['sweep', '--seeds', spec])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert '--seeds' in err and "'0-9'" in err and "'0,3,5'" in err
+
+
+# --- sweeps end to end (smoke budget)
+
+FAULTS = {'0': {'mode': 'kill', 'after': '15.2'}, '1': {'mode': 'raise', 'after': '15.2'}}
+
+
+def sections(folder):
+    return json.loads((folder / 'results.json').read_text())['sections']
+
+
+@pytest.fixture(scope='module')
+def local_sweep(tmp_path_factory):
+    out, direct = tmp_path_factory.mktemp('sweep'), tmp_path_factory.mktemp('direct')
+    # the uninterrupted reference run of seed 1, alongside the sweep (the machine has 2 cores)
+    ref = threading.Thread(target=lambda: Chapter15(direct, seed=1, config=Ch15Config.smoke(), log=lambda line: None).run())
+    ref.start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(S.FAULT_ENV, json.dumps(FAULTS))
+        rc = main(['sweep', '--seeds', '0-1', '--workers', '2', '--smoke', '--out', str(out)])
+    ref.join()
+    return rc, out, direct
+
+
+def test_sweep_writes_outputs(local_sweep):
+    rc, out, _ = local_sweep
+    assert rc == 0
+    for name in ['sweep.json', 'sweep.md', 'fig15_3_recipes_ci.png', 'seed0/results.json', 'seed1/transcript.txt',
+                 'seed1/checkpoints/sft_rl.safetensors']:
+        assert (out / name).is_file(), name
+    assert (out / 'fig15_3_recipes_ci.png').stat().st_size > 10_000
+    sw = json.loads((out / 'sweep.json').read_text())
+    assert sw['seeds'] == [0, 1] and sw['aggregated_seeds'] == [0, 1] and sw['n'] == 2 and sw['failed_seeds'] == []
+    assert len(sw['findings']) == 30 and all(r['n'] == 2 for r in sw['findings'].values())
+    for key in ['15.2/weak/train', '15.2/oracle_sft/entropy', '15.3/after_rft/held', '15.6/mismatch/reads',
+                '15.5/curves/RL only/2/1', '15.6/probe/SFT step 20/signal', '15.1/loss_masked', '15.4/loss_values/1']:
+        stat = sw['figures'][key]
+        vals = [S.seed_figures(sections(out / f'seed{s}'))[key] for s in (0, 1)]
+        assert stat['values'] == vals and stat['mean'] == pytest.approx(sum(vals) / 2)
+        assert stat['ci95'][0] <= stat['mean'] <= stat['ci95'][1]
+    md = (out / 'sweep.md').read_text()
+    assert '## Findings, by hold rate' in md and '± ' in md and 'fig15_3_recipes_ci.png' in md
+
+
+def test_failed_attempts_are_retried_and_resume(local_sweep):
+    _, out, _ = local_sweep
+    sw = json.loads((out / 'sweep.json').read_text())
+    r0, r1 = sw['runs']['0'], sw['runs']['1']
+    assert r0['status'] == r1['status'] == 'ok' and r0['attempts'] == r1['attempts'] == 2
+    assert r0['resumed_sections'] == r1['resumed_sections'] == 2  # 15.1 and 15.2 loaded, not rerun
+    assert r0['torch_threads'] == r1['torch_threads'] == 1
+    assert 'WorkerDied' in r0['errors'][0]['error']  # SIGKILLed worker
+    assert 'InjectedFault' in r1['errors'][0]['error']  # raising job
+    assert sorted((f['seed'], f['attempt']) for f in sw['failures']) == [(0, 1), (1, 1)]
+
+
+def test_sweep_seed_equals_direct_run(local_sweep):
+    _, out, direct = local_sweep
+    assert sections(out / 'seed1') == sections(direct)
+
+
+def test_seed_failing_twice_is_reported_and_resume_skips_done_seeds(local_sweep, tmp_path, monkeypatch):
+    _, src, _ = local_sweep
+    out = tmp_path / 'sweep'
+    shutil.copytree(src, out)
+    monkeypatch.setenv(S.FAULT_ENV, json.dumps({'2': {'mode': 'raise', 'after': 'start', 'attempts': 2}}))
+    rc = main(['sweep', '--seeds', '0-2', '--workers', '2', '--smoke', '--resume', '--out', str(out)])
+    assert rc == 1
+    sw = json.loads((out / 'sweep.json').read_text())
+    assert sw['runs']['0']['status'] == sw['runs']['1']['status'] == 'skipped'
+    assert sw['runs']['2']['status'] == 'failed' and sw['runs']['2']['attempts'] == 2 and len(sw['runs']['2']['errors']) == 2
+    assert sw['failed_seeds'] == [2] and sw['aggregated_seeds'] == [0, 1]
+    before = json.loads((src / 'sweep.json').read_text())
+    assert sw['figures'] == before['figures'] and sw['findings'] == before['findings']
+    assert 'failed: 2' in (out / 'sweep.md').read_text()
+
+
+def test_ray_backend_gives_the_same_seeds(local_sweep, tmp_path):
+    pytest.importorskip('ray', reason="ray is not installed (pip install -e '.[ray]')")
+    _, local, _ = local_sweep
+    rc = main(['sweep', '--seeds', '0-1', '--workers', '2', '--smoke', '--backend', 'ray', '--out', str(tmp_path)])
+    assert rc == 0
+    for s in (0, 1):
+        assert sections(tmp_path / f'seed{s}') == sections(local / f'seed{s}')
+    sw = json.loads((tmp_path / 'sweep.json').read_text())
+    assert sw['backend'] == 'ray' and all(r['attempts'] == 1 and r['torch_threads'] == 1 for r in sw['runs'].values())
+    assert sw['figures'] == json.loads((local / 'sweep.json').read_text())['figures']
