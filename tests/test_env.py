@@ -150,13 +150,15 @@ def test_fuzz_env_never_raises_and_always_ends(task, reward, max_turns, max_toke
     env = arl.BugFixEnv(reward=reward, max_turns=max_turns, max_tokens=max_tokens)
     obs, info = env.reset(options={'task': task})
     assert isinstance(obs, str)
-    n_invalid, steps = 0, 0
+    n_invalid, steps, edited = 0, 0, False
     while True:
         call = data.draw(_calls(), label=f'call {steps}')
         obs, r, terminated, truncated, info = env.step(call)
         FUZZ_CALLS.append(call)
         steps += 1
-        n_invalid += not is_well_formed(call)
+        second_edit = is_well_formed(call) and call.split()[0] == 'edit' and edited  # one edit per episode
+        n_invalid += not is_well_formed(call) or second_edit
+        edited |= is_well_formed(call) and call.split()[0] == 'edit'
         assert isinstance(obs, str)
         assert info['n_invalid'] == n_invalid, f'call {call!r}'
         assert info['actions'][-1] == ' ' + ' '.join(call.split()[:env.max_call_tokens]) + ' '  # calls are capped
@@ -186,6 +188,16 @@ def test_fuzz_covered_thousands_of_calls():
     assert sum(c.strip() == '' for c in FUZZ_CALLS) >= 10
     assert sum(len(c.split()) > 100 for c in FUZZ_CALLS) >= 10
     assert sum(any(w in SPECIALS for w in c.split()) for c in FUZZ_CALLS) >= 10
+
+
+def test_one_edit_per_episode():
+    """A second edit is refused and counted invalid: trying every op in turn would skip reading."""
+    env = arl.BugFixEnv()
+    env.reset(options={'task': 'minmax/clamp'})
+    env.step('edit fix_compare')
+    obs, _, _, _, info = env.step('edit swap_minmax')
+    assert obs == 'error : already edited' and info['n_invalid'] == 1
+    assert not info['hidden_pass']  # the second op was not applied
 
 
 def test_long_call_token_bookkeeping(tok):

@@ -5,7 +5,9 @@ the text the policy wrote before its stop token, and answers with the tool's rep
 
 ==================  ===================================================================
 ``read``            the function's current source, as words
-``edit OP``         apply edit operator OP (see ``agentrl.ops``), report the public tests
+``edit OP``         apply edit operator OP (see ``agentrl.ops``), report the public tests; one
+                    edit per episode (a second ``edit`` is refused: trying every op in turn
+                    would solve a task without reading it)
 ``test``            run the public tests
 ``submit``          end the episode (reply ``submitted``); the reward is decided now
 anything else       an error reply; the call counts in ``info['n_invalid']``, never raises
@@ -91,7 +93,7 @@ class BugFixEnv(gym.Env):
         self.task, self.words = task, list(task.source)
         self.turn, self.done = 0, False
         self.n_tokens = 1 + len(task.prompt.split())  # <bos> prompt
-        self.actions, self.n_invalid, self.submitted = [], 0, False
+        self.actions, self.n_invalid, self.submitted, self.edited = [], 0, False, False
         return task.prompt, self._info()
 
     def step(self, action: str):
@@ -133,6 +135,9 @@ class BugFixEnv(gym.Env):
             self.n_invalid += 1
             return 'error : ' + error, False
         verb = words[0]
+        if verb == 'edit' and self.edited:
+            self.n_invalid += 1
+            return 'error : already edited', False
         if verb == 'submit':
             self.submitted = True
             return 'submitted', True
@@ -141,6 +146,7 @@ class BugFixEnv(gym.Env):
         if verb == 'test':
             return 'public tests ' + self._public(), False
         new = apply_op(words[1], self.words, self.task.public_tests)
+        self.edited = True
         changed = new != self.words
         self.words = new
         return ('edited' if changed else 'no change') + ' : public tests ' + self._public(), False

@@ -8,9 +8,9 @@ two tasks never share a sequence of guesses.
   It solves all 30 tasks.
 - ``blind`` edits without reading, guessing one of the four ops other than ``fix_init``, then
   submits: it passes about a fifth of tasks, and never an ``init`` task.
-- ``random`` plays well-formed but unskilled episodes: it reads sometimes, edits with an op drawn
-  from a set that includes ``hardcode_tests`` (weighted 3x, so the exploit is in the weak base's
-  data) but not ``fix_init``, sometimes tests or edits again, and usually submits.
+- ``random`` plays well-formed but unskilled episodes: it reads sometimes, edits once with an op
+  drawn from a set that includes ``hardcode_tests`` (weighted 3x, so the exploit is in the weak
+  base's data) but not ``fix_init``, sometimes reads or tests after, and usually submits.
 """
 from __future__ import annotations
 
@@ -62,11 +62,11 @@ class ScriptedPolicy:
         plan = ['read'] if rng.random() < 0.45 else []
         plan.append('edit ' + rng.choice(RANDOM_OPS))
         if rng.random() < 0.25:
-            plan.append(rng.choice(['read', 'test', 'edit ' + rng.choice(RANDOM_OPS)]))
+            plan.append(rng.choice(['read', 'test']))
         if rng.random() < 0.9:
             plan.append('submit')
-        else:  # wander (edits and tests) until the turn limit ends the episode
-            plan += [rng.choice(['test', 'edit ' + rng.choice(RANDOM_OPS)]) for _ in range(8)]
+        else:  # wander (testing) until the turn limit ends the episode
+            plan += ['test'] * 8
         return plan
 
     def __call__(self, observation: str) -> str:

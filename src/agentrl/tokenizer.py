@@ -23,7 +23,7 @@ wrappers around each tool reply (``<tool> ... </tool>``)."""
 
 VERBS = ('read', 'edit', 'test', 'submit')
 REPLY_WORDS = ('fix', ':', 'tests', 'fail', 'pass', 'public', 'edited', 'no', 'change', 'error', 'empty',
-               'call', 'unknown', 'needs', 'an', 'op', 'too', 'long', 'submitted')
+               'call', 'unknown', 'needs', 'an', 'op', 'too', 'long', 'submitted', 'already')
 
 
 class Tokenizer:
