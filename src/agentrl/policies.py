@@ -59,7 +59,7 @@ class ScriptedPolicy:
 
     @staticmethod
     def _random_plan(rng):
-        plan = ['read'] if rng.random() < 0.45 else []
+        plan = ['read'] if rng.random() < 0.3 else []
         plan.append('edit ' + rng.choice(RANDOM_OPS))
         if rng.random() < 0.25:
             plan.append(rng.choice(['read', 'test']))
