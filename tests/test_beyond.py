@@ -154,17 +154,22 @@ def test_star_forces_the_fixing_op_and_masks_it(trained_model, train_tasks, tok)
         op_id = tok.token_to_id[{x.name: x for x in tasks}[t_mask.info['task']].fix]
         ids, owner = t_mask.ids.tolist(), t_mask.owner.tolist()
         forced = t_mask.info['forced_positions']
+        ops = [p for p in forced if ids[p] == op_id]
+        assert [p for p in forced if p not in ops] == [p + 1 for p in ops]  # each forced op is followed by a forced stop
+        for p in ops:
+            assert ids[p - 1] == edit_id and ids[p + 1] == tok.stop_id  # `edit <op> <stop>`
+            assert owner[p - 1] == owner[p] == owner[p + 1] == POLICY and owner[p - 2] != POLICY  # the call starts with edit
         for p in forced:
-            assert ids[p - 1] == edit_id and ids[p] == op_id  # `edit <op>` at the forced position
-            assert owner[p - 1] == owner[p] == POLICY and owner[p - 2] != POLICY  # the call starts with edit
             assert t_mask.logprobs[p - 1] == 0.0
             assert t_mask.action_mask[p - 1] == 0.0 and t_plain.action_mask[p - 1] == 1.0
+        if ops:  # the forced call reached the env well-formed
+            assert f" edit {tok.vocab[op_id]} " in t_mask.info['actions']
         # every `edit` that starts a call was forced, and nothing else differs between the masks
         starts = [i for i in range(1, len(ids)) if ids[i] == edit_id and owner[i] == POLICY and owner[i - 1] != POLICY]
-        assert [i + 1 for i in starts] == forced
+        assert [i + 1 for i in starts] == ops
         differ = (t_mask.action_mask != t_plain.action_mask).nonzero().view(-1).tolist()
         assert differ == [p - 1 for p in forced]
-        n_forced += len(forced)
+        n_forced += len(ops)
     assert n_forced >= 3
 
 

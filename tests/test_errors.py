@@ -108,3 +108,14 @@ def test_choice_errors_name_valid_choices():
     from agentrl.ops import apply_op
     with pytest.raises(ValueError, match='swap_minmax'):
         apply_op('nope', ['def', 'f'])
+
+
+def test_trajectories_with_ids_outside_the_vocabulary(tok, oracle_demos):
+    demo = oracle_demos[0]
+    bad = arl.Trajectory(demo.ids.clone(), demo.action_mask, demo.logprobs, demo.reward, demo.info, demo.owner, demo.turn)
+    bad.ids[3] = tok.vocab_size + 5  # a word no tokenizer of this vocabulary produced
+    model = arl.TinyAgent(tok.vocab_size, d_model=16, n_layers=1, n_heads=2)
+    with pytest.raises(ValueError, match='vocabulary'):
+        arl.sft_train(model, [bad], tok, steps=1)
+    with pytest.raises(ValueError, match='vocabulary'):
+        arl.sft_loss(model, arl.collate([bad, demo], tok.pad_id))

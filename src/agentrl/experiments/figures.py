@@ -32,8 +32,11 @@ def fig_dpo(results: dict, path: Path) -> Path:
     ax2.axhline(weak['train'], color='#1f77b4', ls=':', lw=1, label='weak base train pass')
     ax2.set(title='What the policy does in the gym', xlabel='DPO step', ylabel='pass rate', ylim=(0, 1))
     ax3 = ax2.twinx()
-    ax3.plot(x, [row['invalid'] for row in log], '^--', color='#8c564b', label='invalid calls / episode')
+    invalid = [row['invalid'] for row in log]
+    ax3.plot(x, invalid, '^--', color='#8c564b', label='invalid calls / episode')
+    ax3.axhline(weak['invalid'], color='#8c564b', ls=':', lw=1, label='weak base invalid calls')
     ax3.set_ylabel('invalid calls per episode')
+    ax3.set_ylim(0, max([1.0, weak['invalid'], *invalid]) * 1.1)  # from 0, so a flat line looks flat
     lines = ax2.get_legend_handles_labels()
     lines3 = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], loc='upper left', fontsize=8)
@@ -63,9 +66,10 @@ def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
                 ax.fill_between(steps, lo, hi, color=COLORS[name], alpha=0.15, lw=0)
         ax.set(title=title, xlabel='gradient steps', ylim=(0, 1.02))
     axes[0].set_ylabel('pass rate (hidden tests)')
-    axes[1].legend(loc='lower right', fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=9, frameon=False)  # below, off the curves
     fig.suptitle('Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -396,6 +396,29 @@ class Poller:
 
 # --- the sweep
 
+def _exit_on_sigterm():
+    """Turn SIGTERM into SystemExit (main thread only) -> the previous handler, or None if not installed.
+
+    Python's default SIGTERM handling exits without running ``finally`` blocks, which would leave
+    the workers of a terminated sweep computing on their own.
+    """
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(old) -> None:
+    import signal
+    import threading
+    if old is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False) -> dict:
     """Run every seed (retrying failures once), aggregate, write sweep.json / sweep.md / figure -> the sweep dict.
@@ -434,6 +457,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     os.environ.update({v: '1' for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
     t_start = time.perf_counter()
     be = None
+    old_term = _exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
     try:
         if backend == 'ray':
             # on a cluster, ray schedules every seed unless --workers caps how many are in flight
@@ -499,6 +523,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     finally:
         if be is not None:
             be.close()
+        _restore_sigterm(old_term)
         for v, old in saved_env.items():
             if old is None:
                 os.environ.pop(v, None)

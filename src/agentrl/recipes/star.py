@@ -5,11 +5,11 @@ Expert iteration (section 15.3) only clones what the sampler already does: a tas
 al. 2022) regenerates, for each problem the model failed, a rationale *given the right answer*.
 In the gym the "answer" is the task's fixing op (``task.fix``), and a rationalized episode is a
 rollout of the current model in which, whenever the model's call so far is exactly ``edit``, the
-next token is forced to that op. The model still chooses everything else: whether to read first,
+call is completed as ``edit <op> <stop>``. The model still chooses everything else: whether to read first,
 when to edit, whether and when to submit. Successful rationalized episodes join the kept set.
 
-The forced op token is the answer, not the model's decision, so by default (``mask_forced=True``)
-its action-mask entry is 0 and SFT does not train it: the model is taught the episode around the
+The forced tokens (the op and the stop after it) are the answer, not the model's decision, so by
+default (``mask_forced=True``) their action-mask entries are 0 and SFT does not train them: the model is taught the episode around the
 op (the read, the ``edit`` verb, the submit) but not the op. ``mask_forced=False`` trains it too.
 Either way the result is still filtered behaviour cloning: it imitates episodes a verifier
 accepted, now drawn from a policy conditioned on the answer.
@@ -34,9 +34,22 @@ from .sft import sft_train
 
 
 def edit_forcer(op_ids, tok):
-    """A ``rollout_batch`` ``force`` callable: when episode b's call so far is exactly ``edit``, emit ``op_ids[b]``."""
-    edit_id = tok.token_to_id['edit']
-    return lambda b, call: op_ids[b] if call == (edit_id,) else None
+    """A ``rollout_batch`` ``force`` callable that completes episode b's edit call as ``edit op_ids[b] <stop>``.
+
+    When the call so far is exactly ``edit`` it emits the op; when it is ``edit op_ids[b]`` it
+    emits ``<stop>``, so the forced call is well-formed. (Forcing the op alone let the model write
+    a third word after an op it had never seen, ``edit fix_init guard_zero``: an invalid call, and
+    not one rationalized ``init`` episode passed.)
+    """
+    edit_id, stop_id = tok.token_to_id['edit'], tok.stop_id
+
+    def force(b, call):
+        if call == (edit_id,):
+            return op_ids[b]
+        if call == (edit_id, op_ids[b]):
+            return stop_id
+        return None
+    return force
 
 
 def mask_forced_tokens(traj: Trajectory) -> Trajectory:

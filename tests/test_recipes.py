@@ -1,0 +1,241 @@
+"""The chapter's recipes: the 15.3 gradient identity, the 15.4 DPO values, gradient isolation in every
+recipe's loss, and a few-step smoke run of each recipe."""
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import agentrl as arl
+from agentrl.recipes import reinforce as reinforce_module
+from agentrl.recipes.dpo import episode_logp, preference_loss
+from agentrl.recipes.grpo import GRPOConfig, group_advantages, grpo_loss
+from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_loss
+from agentrl.recipes.star import mask_forced_tokens
+
+from conftest import SMALL
+
+POLICY = arl.OWNER['policy']
+
+
+@pytest.fixture(scope='module')
+def model(tok):
+    torch.manual_seed(3)
+    return arl.TinyAgent(tok.vocab_size, **SMALL)
+
+
+@pytest.fixture(scope='module')
+def mixed(train_oracle_demos, blind_trajs):
+    """Successes and failures: the 20 oracle demos and 40 blind episodes (about a fifth of them pass)."""
+    return train_oracle_demos + blind_trajs[:40]
+
+
+def flat_grad(loss, model):
+    return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
+
+
+# --- 15.3: the 0/1 policy gradient is the RFT gradient times the token ratio
+
+def test_gradient_identity_15_3(model, mixed, tok):
+    kept = [t for t in mixed if t.reward == 1.0]
+    assert 0 < len(kept) < len(mixed)
+    b_all, b_kept = arl.collate(mixed, tok.pad_id), arl.collate(kept, tok.pad_id)
+    logp = arl.sequence_log_probs(model, b_all['ids'])  # [B, T-1]
+    mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
+    g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), model)
+    g_rft = flat_grad(arl.sft_loss(model, b_kept), model)
+    ratio = b_kept['action_mask'].sum() / mask.sum()
+    assert g_pg.abs().max() > 1e-3  # a real gradient, not two zeros
+    assert (g_pg - ratio * g_rft).abs().max().item() <= 1e-6
+
+
+# --- 15.4: the DPO loss at the chapter's three points
+
+@pytest.mark.parametrize('chosen, rejected, expected', [(0, 0, 0.6931), (2, -2, 0.1269), (-2, 2, 2.1269)])
+def test_dpo_loss_values(chosen, rejected, expected):
+    zero = torch.zeros(1)
+    loss = arl.dpo_loss(torch.tensor([float(chosen)]), torch.tensor([float(rejected)]), zero, zero, beta=0.5)
+    assert round(loss.item(), 4) == expected
+
+
+def test_dpo_loss_ignores_reference_gradients():
+    pc, pr = torch.tensor([1.0], requires_grad=True), torch.tensor([-1.0], requires_grad=True)
+    rc, rr = torch.tensor([0.5], requires_grad=True), torch.tensor([0.2], requires_grad=True)
+    arl.dpo_loss(pc, pr, rc, rr).backward()
+    assert rc.grad is None and rr.grad is None and pc.grad.item() < 0 < pr.grad.item()
+
+
+# --- gradient isolation: only policy tokens are ever trained, in every recipe's loss
+
+class LogitGrads:
+    """Keeps every logits tensor the model returns during a loss, to read its gradient afterwards."""
+
+    def __init__(self, model):
+        self.model, self.seen = model, []
+        self.forward = model.forward
+
+    def __enter__(self):
+        def forward(ids, *args, **kwargs):
+            out = self.forward(ids, *args, **kwargs)  # (B, T, V)
+            if out.requires_grad:
+                out.retain_grad()
+                self.seen.append(out)
+            return out
+        self.model.forward = forward
+        return self
+
+    def __exit__(self, *exc):
+        del self.model.forward
+
+
+def assert_only_policy_positions(logits_grads, trajs):
+    """Position t of row b predicts token t+1: its logits may get gradient only if that token is the policy's."""
+    assert logits_grads, 'the loss never called the model'
+    for out in logits_grads:
+        assert out.grad is not None
+        B, T, _ = out.shape
+        assert B == len(trajs)
+        trained = torch.zeros(B, T, dtype=torch.bool)
+        for b, t in enumerate(trajs):
+            trained[b, :len(t.owner) - 1] = t.owner[1:] == POLICY
+        per_pos = out.grad.abs().sum(-1)  # (B, T)
+        assert per_pos[~trained].max().item() == 0.0
+        assert per_pos[trained].max().item() > 0.0
+
+
+def test_sft_loss_trains_only_policy_tokens(model, mixed, tok):
+    m = copy.deepcopy(model)
+    with LogitGrads(m) as g:
+        arl.sft_loss(m, arl.collate(mixed, tok.pad_id)).backward()
+    assert_only_policy_positions(g.seen, mixed)
+
+
+def test_rft_with_group_baseline_trains_only_policy_tokens(model, mixed, tok):
+    m = copy.deepcopy(model)
+    rewards = torch.tensor([t.reward for t in mixed[:40]]).view(5, 8)  # 5 groups of 8
+    weights = group_baseline_weights(rewards).flatten()  # [40]
+    with LogitGrads(m) as g:
+        weighted_sft_loss(m, arl.collate(mixed[:40], tok.pad_id), weights).backward()
+    assert_only_policy_positions(g.seen, mixed[:40])
+
+
+@pytest.mark.parametrize('loss', ['sigmoid', 'ipo', 'hinge'])
+@pytest.mark.parametrize('nll_weight', [0.0, 1.0])
+def test_dpo_trains_only_policy_tokens(model, train_oracle_demos, blind_trajs, tok, loss, nll_weight):
+    m, ref = copy.deepcopy(model), copy.deepcopy(model)
+    chosen, rejected = train_oracle_demos[:6], blind_trajs[:6]
+    b_c, b_r = arl.collate(chosen, tok.pad_id), arl.collate(rejected, tok.pad_id)
+    with torch.no_grad():
+        ref_c, ref_r = episode_logp(ref, b_c), episode_logp(ref, b_r)
+    with LogitGrads(m) as g:
+        total = preference_loss(episode_logp(m, b_c), episode_logp(m, b_r), ref_c, ref_r, beta=0.5, loss=loss)
+        if nll_weight:
+            total = total + nll_weight * arl.sft_loss(m, b_c)
+        total.backward()
+    assert len(g.seen) == (3 if nll_weight else 2)  # chosen, rejected (, chosen again for the NLL term)
+    assert_only_policy_positions(g.seen[:1], chosen)
+    assert_only_policy_positions(g.seen[1:2], rejected)
+    if nll_weight:
+        assert_only_policy_positions(g.seen[2:], chosen)
+
+
+def test_reinforce_step_trains_only_policy_tokens(trained_model, train_tasks, tok, monkeypatch):
+    m = copy.deepcopy(trained_model)
+    sampled = []
+
+    def rollout_and_keep(*args, **kwargs):
+        trajs = arl.rollout_batch(*args, **kwargs)
+        sampled.extend(trajs)
+        return trajs
+
+    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    # lr 0: the step runs its real backward pass but leaves the weights alone
+    with LogitGrads(m) as g:
+        arl.reinforce_step(m, torch.optim.SGD(m.parameters(), lr=0.0), train_tasks, tok, random.Random(0),
+                           torch.Generator().manual_seed(0), n_tasks=10, group=8)
+    rewards = torch.tensor([t.reward for t in sampled]).view(10, 8)
+    assert (rewards.std(1) > 0).any(), 'no informative group: nothing to check'
+    assert_only_policy_positions(g.seen, sampled)
+
+
+@pytest.mark.parametrize('agg', ['token', 'seq'])
+def test_clipped_trainer_loss_trains_only_policy_tokens(model, trained_model, train_tasks, tok, agg):
+    batch_tasks = [t for t in train_tasks[:4] for _ in range(4)]
+    trajs = arl.rollout_batch(trained_model, [arl.BugFixEnv() for _ in batch_tasks], batch_tasks, tok,
+                              generator=torch.Generator().manual_seed(2))
+    rewards = torch.tensor([t.reward for t in trajs]).view(4, 4)
+    advantages = group_advantages(rewards, 'std').flatten() + 0.1  # nonzero for every episode
+    m = copy.deepcopy(trained_model)
+    cfg = GRPOConfig(agg=agg, kl_coef=0.1, ent_coef=0.01)
+    with LogitGrads(m) as g:
+        loss, stats = grpo_loss(m, arl.collate(trajs, tok.pad_id), advantages, cfg, ref_model=copy.deepcopy(model))
+        loss.backward()
+    assert_only_policy_positions(g.seen, trajs)
+    assert set(stats) >= {'pg_loss', 'entropy', 'clip_frac', 'approx_kl', 'kl'}
+
+
+def test_star_masked_forced_tokens_get_no_gradient(model, train_oracle_demos, tok):
+    demo = train_oracle_demos[0]
+    op_at = [i for i in range(1, len(demo.ids)) if demo.owner[i] == POLICY and tok.vocab[int(demo.ids[i])] in arl.OPS]
+    assert len(op_at) == 1, 'the oracle demo has one edit op token'
+    forced = arl.Trajectory(demo.ids, demo.action_mask, demo.logprobs, demo.reward,
+                            dict(demo.info, forced_positions=op_at), demo.owner, demo.turn)
+    masked = mask_forced_tokens(forced)
+    m = copy.deepcopy(model)
+    with LogitGrads(m) as g:
+        arl.sft_loss(m, arl.collate([masked], tok.pad_id)).backward()
+    per_pos = g.seen[0].grad.abs().sum(-1)[0]  # (T,)
+    for p in op_at:
+        assert per_pos[p - 1].item() == 0.0  # the forced op is not trained
+    assert_only_policy_positions(g.seen, [demo])  # and nothing outside the policy's tokens either
+
+
+# --- each recipe runs for a few steps
+
+def test_recipes_smoke(trained_model, train_tasks, heldout_tasks, train_oracle_demos, tok):
+    tasks = train_tasks[:6]
+    model = copy.deepcopy(trained_model)
+    losses = arl.sft_train(model, train_oracle_demos, tok, steps=3, batch_size=8)
+    assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
+
+    rounds = arl.expert_iteration(copy.deepcopy(trained_model), tasks, tok, rounds=2, n_samples=4, steps=2,
+                                  dedup=True, per_task_cap=2)
+    assert len(rounds) == 2
+    for r in rounds:
+        assert all(t.reward == 1.0 for t in r['kept'])
+        assert len({(t.info['task'], tuple(t.info['actions'])) for t in r['kept']}) == len(r['kept'])  # deduped
+        assert all(sum(t.info['task'] == name for t in r['kept']) <= 2 for name in r['solved'])  # capped
+
+    hacks = arl.expert_iteration(copy.deepcopy(trained_model), tasks, tok, rounds=1, n_samples=4, steps=2, reward='public')
+    assert hacks[0]['hacks'] == sum(not t.info['hidden_pass'] for t in hacks[0]['kept'])
+
+    _, sample = arl.pass_rate(trained_model, tasks, tok, 8, seed=1)
+    pairs = arl.make_pairs(sample, tasks) or [(train_oracle_demos[0], sample[0])]
+    log = arl.train_dpo(copy.deepcopy(trained_model), pairs, tok, steps=2, every=1, nll_weight=1.0,
+                        evaluate=lambda m: {'train': 0.0})
+    assert [row['step'] for row in log] == [1, 2]
+
+    hist = arl.train_rl(copy.deepcopy(trained_model), tasks, tok, steps=2, n_tasks=2, group=4, every=1,
+                        evaluate=lambda m: (0.0,))
+    assert [h[0] for h in hist] == [0, 1, 2]
+
+    rate, informative, entropy = arl.probe(trained_model, heldout_tasks[:3], tok, group=4)
+    assert 0 <= rate <= 1 and 0 <= informative <= 1 and entropy >= 0
+
+    stripped = [arl.strip_wrappers(t) for t in train_oracle_demos[:3]]
+    assert all((s.owner != arl.OWNER['template']).sum() == len(s.ids) - 1 for s in stripped)  # only <bos> left
+    assert arl.check_rendering(stripped, tok) and not arl.check_rendering(train_oracle_demos[:3], tok)
+
+
+def test_expert_iteration_rejects_bad_rounds(trained_model, train_tasks, tok):
+    with pytest.raises(ValueError, match='rounds'):
+        arl.expert_iteration(trained_model, train_tasks, tok, rounds=0)
+
+
+def test_preference_loss_rejects_unknown_loss():
+    z = torch.zeros(1)
+    with pytest.raises(ValueError, match='sigmoid'):
+        preference_loss(z, z, z, z, loss='nope')
