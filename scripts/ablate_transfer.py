@@ -24,6 +24,7 @@ VARIANTS = {
     'abs_pos_01': {'abs_pos_std': 0.01},
     'abs_pos_05': {'abs_pos_std': 0.05},
     'tau_4': {'qk_temperature': 4.0},
+    'gpt2_init_tau_4': {'init_std': 0.02, 'qk_temperature': 4.0},
     'gpt2_init': {'init_std': 0.02},
     'd_model_64': {'d_model': 64},
     'full_rotary': {'rotary_frac': 1.0},
