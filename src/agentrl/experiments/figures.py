@@ -13,6 +13,16 @@ def _plt():
     return plt
 
 
+def _save(fig, path: Path, title: str | None = None, dpi: int = 120, rect=(0, 0, 1, 1)) -> Path:
+    """Title, lay out, write and close ``fig`` -> ``path``."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=dpi)
+    _plt().close(fig)
+    return path
+
+
 def fig_dpo(results: dict, path: Path) -> Path:
     """Figure 15.2: what a DPO dashboard shows (left) next to what the policy does (right)."""
     plt = _plt()
@@ -40,11 +50,7 @@ def fig_dpo(results: dict, path: Path) -> Path:
     lines = ax2.get_legend_handles_labels()
     lines3 = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], loc='upper left', fontsize=8)
-    fig.suptitle('Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, 'Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
 
 
 def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
@@ -68,11 +74,8 @@ def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
     axes[0].set_ylabel('pass rate (hidden tests)')
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=9, frameon=False)  # below, off the curves
-    fig.suptitle('Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''))
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, 'Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''),
+                 rect=(0, 0.07, 1, 1))
 
 
 def fig_hacking(results: dict, path: Path) -> Path:
@@ -93,11 +96,7 @@ def fig_hacking(results: dict, path: Path) -> Path:
     ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
     ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(0, 1.02), xticks=rounds)
     ax2.legend(fontsize=8)
-    fig.suptitle('Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
 
 
 def draw_all(results: dict, out: Path) -> list:
@@ -125,10 +124,7 @@ def fig_beyond(results: dict, out: Path) -> list:
     ax.set(xticks=[j + w * (len(names) - 1) / 2 for j in range(len(FAMILIES))], xticklabels=FAMILIES, ylim=(0, 1.05),
            ylabel='train pass', title='STaR rationalization vs expert iteration: is init learnable?')
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out / 'fig_beyond_star.png')
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / 'fig_beyond_star.png', None, dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # RFT with a group baseline
     for name, hist in b['rft_baseline'].items():
@@ -137,11 +133,7 @@ def fig_beyond(results: dict, out: Path) -> list:
             ax.set(title=title, xlabel='SFT steps', ylim=(0, 1.02))
     axes[0].set_ylabel('pass rate')
     axes[1].legend(fontsize=8)
-    fig.suptitle('RFT with a group baseline (exercise 4): does the plateau move?')
-    fig.tight_layout()
-    paths.append(out / 'fig_beyond_rft_baseline.png')
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / 'fig_beyond_rft_baseline.png', 'RFT with a group baseline (exercise 4): does the plateau move?', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # online vs offline DPO
     for name, log in b['dpo'].items():
@@ -151,11 +143,7 @@ def fig_beyond(results: dict, out: Path) -> list:
     axes[0].set(title='invalid calls per episode', xlabel='DPO step')
     axes[1].set(title='held-out pass', xlabel='DPO step', ylim=(0, 1.02))
     axes[1].legend(fontsize=7)
-    fig.suptitle('Online vs offline DPO, and the preference loss')
-    fig.tight_layout()
-    paths.append(out / 'fig_beyond_dpo.png')
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / 'fig_beyond_dpo.png', 'Online vs offline DPO, and the preference loss', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # checkpoint selection
     table = b['select']['table']
@@ -168,11 +156,7 @@ def fig_beyond(results: dict, out: Path) -> list:
         axes[1].plot([h[0] for h in hist], [h[2] for h in hist], 'o-', label=name)
     axes[1].set(title='held-out pass during RL', xlabel='RL step', ylim=(0, 1.02))
     axes[1].legend(fontsize=8)
-    fig.suptitle('Choosing the SFT checkpoint by its informative groups')
-    fig.tight_layout()
-    paths.append(out / 'fig_beyond_select.png')
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / 'fig_beyond_select.png', 'Choosing the SFT checkpoint by its informative groups', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # GRPO vs REINFORCE
     curves = results['15.5']['curves']
@@ -184,9 +168,5 @@ def fig_beyond(results: dict, out: Path) -> list:
         ax.set(title=f'{ref} vs {new}', xlabel='gradient steps (64 episodes per RL step)', ylim=(0, 1.02))
         ax.legend(fontsize=7)
     axes[0].set_ylabel('pass rate')
-    fig.suptitle("A clipped group-policy-gradient trainer vs the chapter's REINFORCE, same samples")
-    fig.tight_layout()
-    paths.append(out / 'fig_beyond_grpo.png')
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / 'fig_beyond_grpo.png', "A clipped group-policy-gradient trainer vs the chapter's REINFORCE, same samples", dpi=110))
     return paths

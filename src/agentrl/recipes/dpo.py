@@ -46,6 +46,19 @@ def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_re
     return F.relu(1 - beta * margin).mean()
 
 
+def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, loss='sigmoid', nll_weight=0.0):
+    """One optimizer step of ``preference_loss`` (+ ``nll_weight`` x the chosen episodes' ``sft_loss``)
+    on collated pairs -> (mean chosen log-ratio, mean rejected log-ratio, loss), measured before the step."""
+    pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
+    total = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
+    if nll_weight:
+        total = total + nll_weight * sft_loss(policy, chosen_b)
+    opt.zero_grad()
+    total.backward()
+    opt.step()
+    return (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), total.item()
+
+
 def make_pairs(sample, tasks, seed=0) -> list:
     """Pair every success with a random failure of the same task -> list of (chosen, rejected) (section 15.4)."""
     rng, pairs = random.Random(seed), []
@@ -79,14 +92,7 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
     log = []
     for step in range(1, steps + 1):
-        pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
-        loss_value = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
-        if nll_weight:
-            loss_value = loss_value + nll_weight * sft_loss(policy, chosen_b)
-        opt.zero_grad()
-        loss_value.backward()
-        opt.step()
-        d_chosen, d_rejected = (pc - ref_c).mean().item(), (pr - ref_r).mean().item()
+        d_chosen, d_rejected, _ = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss, nll_weight)
         if monitor is not None:
             monitor.append((step, d_chosen, d_rejected))
         if step % every == 0:

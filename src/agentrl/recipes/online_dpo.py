@@ -23,9 +23,8 @@ from __future__ import annotations
 import torch
 
 from ..render import collate
-from .dpo import LOSSES, episode_logp, make_pairs, preference_loss
+from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate
-from .sft import sft_loss
 
 
 def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16, beta=0.1, lr=1e-3, nll_weight=0.0,
@@ -62,14 +61,8 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
                     ref_c, ref_r = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
         d_chosen = d_rejected = loss_value = 0.0
         if pairs:
-            pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
-            total = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
-            if nll_weight:
-                total = total + nll_weight * sft_loss(policy, chosen_b)
-            opt.zero_grad()
-            total.backward()
-            opt.step()
-            d_chosen, d_rejected, loss_value = (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), total.item()
+            d_chosen, d_rejected, loss_value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta,
+                                                               loss, nll_weight)
         if step % every == 0:
             row = {'step': step, 'round': r, 'pairs': len(pairs), 'sample_pass': sample_pass, 'invalid': invalid,
                    'd_chosen': d_chosen, 'd_rejected': d_rejected, 'loss': loss_value}
