@@ -9,6 +9,10 @@ samples ``--samples`` episodes per held-out task with the run's seed shift, and 
 pass per family, one row per run, then the minimum over runs per family. Section 15.2's transfer
 claim is that every family carries over: the skill (read the source, pick the fix from its cue)
 rather than the train functions' names.
+
+``agentrl reproduce`` records the same figure itself (``results.json``: ``15.2/heldout_by_family``, from the
+oracle-SFT evaluation's own held-out episodes, ``describe_samples`` = 8 per task); this script recomputes it
+from a checkpoint with the library's ``family_rates``, for other checkpoints or sample counts.
 """
 import argparse
 import json
@@ -18,6 +22,7 @@ from pathlib import Path
 import torch
 
 import agentrl as arl
+from agentrl.recipes.evaluation import family_rates
 
 
 def per_family(run: Path, samples: int, checkpoint: str) -> tuple[int, dict, float]:
@@ -26,8 +31,7 @@ def per_family(run: Path, samples: int, checkpoint: str) -> tuple[int, dict, flo
     tok = arl.build_tokenizer(arl.make_tasks('all'))
     model = arl.load_model(run / 'checkpoints' / f'{checkpoint}.safetensors', tok)
     rate, trajs = arl.pass_rate(model, arl.make_tasks('heldout'), tok, samples, seed=seed)
-    fam = {f: [t.reward for t in trajs if t.info['family'] == f] for f in arl.FAMILIES}
-    return seed, {f: sum(v) / len(v) for f, v in fam.items()}, rate
+    return seed, family_rates(trajs), rate
 
 
 def main() -> int:

@@ -70,3 +70,13 @@ def test_table_renders(result):
     text = console.export_text()
     for key in ('rollout_vs_forward', 'kv_cache_speedup', 'sft_step_vs_hf' if result['hf_generate'] else 'SFT step'):
         assert key in text
+
+
+def test_hf_engine_vs_generate_loop(result):
+    """Issue 13: the same HFPolicy GPT-2 through our lockstep engine and through one generate call per turn."""
+    pytest.importorskip('transformers')
+    assert _positive(result['hf_engine_vs_generate_loop']) and _positive(result['hf_engine_vs_generate_loop_fresh'])
+    for key in ('sft', 'fresh'):
+        r = result['hf_engine'][key]
+        assert r['arch'] == 'gpt2' and r['engine']['episodes'] == r['generate_loop']['episodes'] == 4
+        assert r['engine']['mean_turns'] >= 1 and r['generate_loop']['mean_turns'] >= 1

@@ -44,7 +44,7 @@ def test_rollout_batch_errors(fresh_model, tasks, tok, pair):
         arl.rollout_batch(fresh_model, envs * 3, tasks[:2], tok)
     with pytest.raises(ValueError, match='at least one'):
         arl.rollout_batch(fresh_model, [], [], tok)
-    for temperature in (0, -1, 0.0, float('nan'), 'hot'):
+    for temperature in (0, -1, 0.0, float('nan'), float('inf'), 'hot'):
         with pytest.raises(ValueError, match='temperature'):
             arl.rollout_batch(fresh_model, envs, one, tok, temperature=temperature)
     with pytest.raises(TypeError, match='generator'):
@@ -119,3 +119,42 @@ def test_trajectories_with_ids_outside_the_vocabulary(tok, oracle_demos):
         arl.sft_train(model, [bad], tok, steps=1)
     with pytest.raises(ValueError, match='vocabulary'):
         arl.sft_loss(model, arl.collate([bad, demo], tok.pad_id))
+
+
+def test_dpo_loss_needs_one_value_per_pair_everywhere():
+    a, b = torch.zeros(3), torch.zeros(2)
+    with pytest.raises(ValueError, match=r'policy_logp_rejected \[2\]'):
+        arl.dpo_loss(a, b, a, a)
+    with pytest.raises(ValueError, match=r'ref_chosen \[1\]'):  # no silent broadcasting either
+        arl.dpo_loss(a, a, torch.zeros(1), a)
+    with pytest.raises(ValueError, match=r'shape'):
+        arl.preference_loss(a, a, a, b, loss='ipo')
+    with pytest.raises(TypeError, match='ref_rejected'):
+        arl.dpo_loss(a, a, a, [0.0, 0.0, 0.0])
+    for beta in (0, -0.1, float('inf'), float('nan')):
+        with pytest.raises(ValueError, match='beta'):
+            arl.dpo_loss(a, a, a, a, beta=beta)
+
+
+BAD_FLOATS = (0.0, -1.0, float('inf'), float('nan'))
+
+
+def test_recipe_knobs_reject_non_finite_values(tok, train_oracle_demos, train_tasks):
+    """Every recipe argument ``--set`` reaches (through Ch15Config) rejects inf, nan and out-of-range values by name."""
+    model = arl.TinyAgent(tok.vocab_size, d_model=16, n_layers=1, n_heads=2)
+    pairs = [(train_oracle_demos[0], train_oracle_demos[1])]
+    for bad in BAD_FLOATS:
+        with pytest.raises(ValueError, match='lr'):
+            arl.sft_train(model, train_oracle_demos[:2], tok, steps=1, lr=bad)
+        for name in ('lr', 'temperature'):
+            with pytest.raises(ValueError, match=name):
+                arl.train_rl(model, train_tasks, tok, 1, **{name: bad})
+        for name in ('beta', 'lr'):
+            with pytest.raises(ValueError, match=name):
+                arl.train_dpo(model, pairs, tok, steps=1, **{name: bad})
+    for bad in (-0.1, float('inf'), float('nan')):
+        with pytest.raises(ValueError, match='entropy_bonus'):
+            arl.train_rl(model, train_tasks, tok, 1, entropy_bonus=bad)
+    for name, bad in (('n_tasks', 0), ('group', 0), ('n_tasks', 21)):
+        with pytest.raises(ValueError, match=name):
+            arl.train_rl(model, train_tasks, tok, 1, **{name: bad})

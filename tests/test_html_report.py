@@ -123,6 +123,40 @@ def test_findings_table_matches_the_transcript(run_dir, page):
     assert 'Findings' in page and '15.6 Design questions in practice' in page  # the chapter's tables follow
 
 
+REPR = re.compile(r"""[\[(]\s*-?[\d.]+(e[-+]?\d+)?\s*,|[\[{(]\s*['"{\[(]|\b(None|True|False)\b|\w+\(""")
+"""What a Python repr of a tuple, list, dict or object looks like: (60.0, 1.0, 1.0), [{'train': ...}], ['a', ...], Foo(...)."""
+
+
+def test_findings_show_labelled_numbers_never_python_reprs(run_dir, page):
+    assert REPR.search("(60.0, 1.0, 1.0)") and REPR.search("[{'train': 0.15}]") and REPR.search("[(' edit x ', 1)]")
+    md = (run_dir / 'report.md').read_text()
+    table = md.split('## Findings')[1].split('\n## ')[0]
+    md_rows = [line.split(' | ') for line in table.splitlines()
+               if line.startswith('| ') and 'finding (band)' not in line and not line.startswith('| ---')]
+    html_rows = parsed(page).tables['findings'][1:]
+    assert len(md_rows) == len(html_rows) == 30
+    for cells in [r[2] for r in md_rows] + [r[2] for r in html_rows]:  # the 'this run' column
+        assert not REPR.search(cells), cells
+        assert re.search(r'\d', cells) or cells.startswith(('missing:', 'not measurable')), cells
+    fig = dict((r[0], r[2]) for r in html_rows)
+    assert re.fullmatch(r'train \d\.\d\d / held \d\.\d\d at step \d+', fig['15.5 SFT->RL train >= 0.88, held >= 0.80'])
+    assert re.fullmatch(r'invalid \d\.\d\d vs \d\.\d\d \(DPO\); train \d\.\d\d vs \d\.\d\d',
+                        fig['15.6 DPO+NLL invalid <= half, train above'])
+    assert not REPR.search(md.split('## 15.6')[1].split('Family share')[1].split('\n')[0])  # the family shares too
+
+
+def test_report_has_heldout_pass_per_family(run_dir, page):
+    fam = json.loads((run_dir / 'results.json').read_text())['sections']['15.2']['heldout_by_family']
+    md = (run_dir / 'report.md').read_text()
+    assert '| held-out pass |' in md and 'Held-out pass per bug family after oracle SFT' in md
+    table = next(t for t in parsed(page).tables.values() if t and t[0][1:] == list(arl.FAMILIES))
+    assert table[1] == ['held-out pass', *(f'{fam[f]:.2f}' for f in arl.FAMILIES)]  # bold is markup, not text
+    row = next(line for line in md.splitlines() if line.startswith('| held-out pass |'))
+    low = min(fam.values()) if len(set(fam.values())) > 1 else None  # the lowest in bold, unless all are equal
+    assert row == '| held-out pass | ' + ' | '.join(f'**{fam[f]:.2f}**' if fam[f] == low else f'{fam[f]:.2f}'
+                                                    for f in arl.FAMILIES) + ' |'
+
+
 def test_the_three_figures_are_embedded(run_dir, page):
     imgs = [s for s in parsed(page).imgs if s.startswith('data:image/png;base64,')]
     assert len(imgs) == 3

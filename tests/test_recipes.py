@@ -161,6 +161,37 @@ def test_reinforce_step_trains_only_policy_tokens(trained_model, train_tasks, to
     assert_only_policy_positions(g.seen, sampled)
 
 
+@pytest.mark.parametrize('temperature, bonus', [(1.0, 0.0), (2.5, 0.3)])
+def test_reinforce_remedies_of_15_6(trained_model, train_tasks, tok, monkeypatch, temperature, bonus):
+    """A hotter rollout samples at that temperature; the entropy bonus subtracts bonus x the mean action-token entropy:
+    one SGD step moves the weights by exactly the gradient of  -A logp (token mean) - bonus * entropy (token mean)."""
+    before, m = copy.deepcopy(trained_model), copy.deepcopy(trained_model)
+    sampled, temps = [], []
+
+    def rollout_and_keep(*args, **kwargs):
+        temps.append(kwargs['temperature'])
+        trajs = arl.rollout_batch(*args, **kwargs)
+        sampled.extend(trajs)
+        return trajs
+
+    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    arl.reinforce_step(m, torch.optim.SGD(m.parameters(), lr=1.0), train_tasks, tok, random.Random(0),
+                       torch.Generator().manual_seed(0), n_tasks=4, group=4, temperature=temperature, entropy_bonus=bonus)
+    assert temps == [temperature]
+    b = arl.collate(sampled, tok.pad_id)
+    rewards = b['rewards'].view(4, 4)
+    adv, mask = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1), b['action_mask']
+    logits = before(b['ids'])[:, :-1]
+    logp = arl.sequence_log_probs(before, b['ids'])
+    loss = -(adv * logp * mask).sum() / mask.sum() - bonus * (arl.entropy_from_logits(logits) * mask).sum() / mask.sum()
+    grads = torch.autograd.grad(loss, list(before.parameters()))
+    for p_new, p_old, g in zip(m.parameters(), before.parameters(), grads):
+        assert torch.allclose(p_new, p_old - g, atol=1e-6)
+    if bonus:
+        assert any(g.abs().sum() > 0 for g in torch.autograd.grad(
+            (arl.entropy_from_logits(before(b['ids'])[:, :-1]) * mask).sum(), list(before.parameters())))
+
+
 @pytest.mark.parametrize('agg', ['token', 'seq'])
 def test_clipped_trainer_loss_trains_only_policy_tokens(model, trained_model, train_tasks, tok, agg):
     batch_tasks = [t for t in train_tasks[:4] for _ in range(4)]

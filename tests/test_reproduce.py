@@ -8,14 +8,22 @@ import sys
 
 import pytest
 
+import agentrl as arl
 from agentrl.experiments import figures, report
 from agentrl.experiments.bands import check_transcript
 from agentrl.experiments.ch15 import SECTIONS, Ch15Config, Chapter15
+from agentrl.experiments.config import apply
 
 
-def run(out, seed=0, resume=False, progress=None):
-    return Chapter15(out, seed=seed, resume=resume, config=Ch15Config.smoke(), log=lambda line: None,
-                     progress=progress)
+def run(out, seed=0, resume=False, progress=None, config=None, overrides=None):
+    return Chapter15(out, seed=seed, resume=resume, config=config or Ch15Config.smoke(), log=lambda line: None,
+                     progress=progress, overrides=overrides)
+
+
+def without_provenance(path):
+    saved = json.loads(path.read_text())
+    saved.pop('provenance')
+    return saved
 
 
 @pytest.fixture(scope='module')
@@ -87,16 +95,53 @@ def test_killed_run_resumes_to_identical_results(first, tmp_path):
     assert (tmp_path / 'transcript.txt').read_text() == (out / 'transcript.txt').read_text()
 
 
-def test_resume_refuses_other_settings(first):
+def test_resume_refuses_other_settings_naming_the_keys(first):
     out, _, _ = first
-    with pytest.raises(ValueError, match='another seed or config'):
+    with pytest.raises(ValueError, match='another seed'):
         Chapter15(out, seed=3, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
+    other = apply(Ch15Config.smoke(), {'sft_steps': 2, 'model.qk_temperature': 4.0})
+    with pytest.raises(ValueError, match=r'another config: model\.qk_temperature \(saved 8\.0, now 4\.0\); '
+                                         r'sft_steps \(saved 4, now 2\)'):
+        Chapter15(out, resume=True, config=other, log=lambda line: None)
 
 
-def test_cli_reproduce_extended_smoke_end_to_end(tmp_path):
+def test_results_record_the_effective_config_and_provenance(first):
+    out, _, _ = first
+    saved = json.loads((out / 'results.json').read_text())
+    assert saved['config']['sft_steps'] == 4 and saved['config']['sft_lr'] == 3e-3
+    assert saved['config']['model'] == {k: v for k, v in vars(arl.TinyAgentConfig(saved['sections']['setup']['vocab'])).items()}
+    prov = saved['provenance']
+    assert prov['overrides'] == {} and prov['agentrl'] == arl.__version__ and prov['torch_threads'] == 1
+    assert {'git_commit', 'torch', 'cpu', 'python'} <= set(prov) and prov['torch'].startswith('2.')
+
+
+def test_setting_a_key_to_its_default_changes_no_figure(first, tmp_path):
+    out, _, _ = first
+    same = {'sft_steps': 4, 'sft_lr': 0.003, 'rl_temperature': 1.0, 'model.qk_temperature': 8.0}
+    run(tmp_path, config=apply(Ch15Config.smoke(), same), overrides=same).run()
+    assert without_provenance(tmp_path / 'results.json') == without_provenance(out / 'results.json')
+    assert json.loads((tmp_path / 'results.json').read_text())['provenance']['overrides'] == same
+
+
+def test_heldout_pass_per_family_comes_from_the_oracle_sft_episodes(first):
+    out, r, results = first
+    fam = results['15.2']['heldout_by_family']
+    assert list(fam) == list(arl.FAMILIES)
+    # describe's held-out episodes: every family has the same number of tasks, so the family mean is the held-out pass
+    assert sum(fam.values()) / len(fam) == pytest.approx(results['15.2']['oracle_sft']['held'])
+    model = arl.load_model(out / 'checkpoints' / 'sft_step60.safetensors', r.tok)  # what scripts/transfer_per_family.py does
+    assert arl.family_pass(model, r.heldout, r.tok, Ch15Config.smoke().describe_samples, seed=0) == fam
+
+
+def test_cli_reproduce_extended_smoke_end_to_end_with_settings(tmp_path):
     res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--extended', '--quiet',
-                          '--threads', '1', '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
+                          '--threads', '1', '--out', str(tmp_path), '--set', 'sft_steps=3', '--set', 'model.qk_temperature=4'],
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+    saved = json.loads((tmp_path / 'results.json').read_text())
+    assert saved['config']['sft_steps'] == 3 and saved['config']['model']['qk_temperature'] == 4.0
+    assert saved['provenance']['overrides'] == {'sft_steps': 3, 'model.qk_temperature': 4.0}
+    assert [k for k, _, _ in saved['sections']['15.2']['hist_sft']] == [0, 2]  # evaluated every 2 of 3 steps
     assert 'bands hold' in res.stdout
     for name in ['results.json', 'report.md', 'fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png',
                  'fig_beyond_star.png', 'fig_beyond_rft_baseline.png', 'fig_beyond_dpo.png', 'fig_beyond_select.png',

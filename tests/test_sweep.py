@@ -13,8 +13,11 @@ import threading
 import pytest
 
 from agentrl.cli import build_parser, main
-from agentrl.experiments import sweep as S
+from agentrl.experiments import stats as S
+from agentrl.experiments import sweep
+from agentrl.experiments.backends import FAULT_ENV
 from agentrl.experiments.ch15 import Ch15Config, Chapter15
+from agentrl.tasks import FAMILIES
 
 
 # --- statistics on known inputs
@@ -77,7 +80,7 @@ def test_aggregate_flattens_and_splits_partial_figures():
 @pytest.mark.parametrize('spec, seeds', [('0-9', list(range(10))), ('0,3,5', [0, 3, 5]), ('0-3,7,10-11', [0, 1, 2, 3, 7, 10, 11]),
                                          ('4', [4]), ('5,1-2,2', [1, 2, 5]), (' 1, 2 ', [1, 2])])
 def test_parse_seeds(spec, seeds):
-    assert S.parse_seeds(spec) == seeds
+    assert sweep.parse_seeds(spec) == seeds
 
 
 @pytest.mark.parametrize('spec', ['', 'a', '1-', '-1', '3-1', '1,,2', '1.5', '0-3;5'])
@@ -105,7 +108,7 @@ def local_sweep(tmp_path_factory):
     ref = threading.Thread(target=lambda: Chapter15(direct, seed=1, config=Ch15Config.smoke(), log=lambda line: None).run())
     ref.start()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(S.FAULT_ENV, json.dumps(FAULTS))
+        mp.setenv(FAULT_ENV, json.dumps(FAULTS))
         rc = main(['sweep', '--seeds', '0-1', '--workers', '2', '--smoke', '--out', str(out)])
     ref.join()
     return rc, out, direct
@@ -129,6 +132,22 @@ def test_sweep_writes_outputs(local_sweep):
         assert stat['ci95'][0] <= stat['mean'] <= stat['ci95'][1]
     md = (out / 'sweep.md').read_text()
     assert '## Findings, by hold rate' in md and '± ' in md and 'fig15_3_recipes_ci.png' in md
+    assert sw['budget'] == 'smoke' and sw['config']['sft_steps'] == 4 and sw['config']['model']['qk_temperature'] == 8.0
+    assert sw['overrides'] == {} and sw['provenance']['worker_torch_threads'] == 1 and 'git_commit' in sw['provenance']
+
+
+def test_sweep_md_has_the_per_family_transfer_table(local_sweep):
+    _, out, _ = local_sweep
+    md = (out / 'sweep.md').read_text()
+    start = md.index('Held-out pass per bug family')
+    lines = [line for line in md[start:].split('\n\n')[1].splitlines()]
+    assert lines[0] == '|  | minmax | range | compare | zero | init |'
+    assert [line.split(' | ')[0] for line in lines[2:]] == ['| seed 0', '| seed 1', '| mean ± CI', '| minimum over seeds']
+    for s in (0, 1):  # each seed's row: its figures, the lowest in bold
+        fam = sections(out / f'seed{s}')['15.2']['heldout_by_family']
+        cells = lines[2 + s].strip('| ').split(' | ')[1:]
+        low = min(fam.values()) if len(set(fam.values())) > 1 else None  # all equal: nothing to mark
+        assert cells == [f'**{fam[f]:.2f}**' if fam[f] == low else f'{fam[f]:.2f}' for f in FAMILIES]
 
 
 def test_failed_attempts_are_retried_and_resume(local_sweep):
@@ -152,7 +171,7 @@ def test_seed_failing_twice_is_reported_and_resume_skips_done_seeds(local_sweep,
     _, src, _ = local_sweep
     out = tmp_path / 'sweep'
     shutil.copytree(src, out)
-    monkeypatch.setenv(S.FAULT_ENV, json.dumps({'2': {'mode': 'raise', 'after': 'start', 'attempts': 2}}))
+    monkeypatch.setenv(FAULT_ENV, json.dumps({'2': {'mode': 'raise', 'after': 'start', 'attempts': 2}}))
     rc = main(['sweep', '--seeds', '0-2', '--workers', '2', '--smoke', '--resume', '--out', str(out)])
     assert rc == 1
     sw = json.loads((out / 'sweep.json').read_text())
@@ -174,3 +193,13 @@ def test_ray_backend_gives_the_same_seeds(local_sweep, tmp_path):
     sw = json.loads((tmp_path / 'sweep.json').read_text())
     assert sw['backend'] == 'ray' and all(r['attempts'] == 1 and r['torch_threads'] == 1 for r in sw['runs'].values())
     assert sw['figures'] == json.loads((local / 'sweep.json').read_text())['figures']
+
+
+def test_resume_into_another_config_is_refused_before_any_work(local_sweep, tmp_path, capsys):
+    _, src, _ = local_sweep
+    out = tmp_path / 'sweep'
+    shutil.copytree(src, out)
+    before = (out / 'seed0' / 'results.json').read_text()
+    assert main(['sweep', '--seeds', '0-1', '--smoke', '--resume', '--set', 'sft_steps=3', '--out', str(out)]) == 2
+    assert 'was written with another config: sft_steps (saved 4, now 3)' in capsys.readouterr().err
+    assert (out / 'seed0' / 'results.json').read_text() == before and not (out / 'seed0' / 'results.json.tmp').exists()

@@ -4,26 +4,55 @@
 ``FAMILIES``, ``BugFixEnv``, ``scripted_policy``), the renderer (``build_tokenizer``,
 ``Trajectory``, ``OWNER``, ``collate``), the model (``TinyAgent``, ``sequence_log_probs``,
 ``entropy_from_logits``), rollouts (``scripted_rollout``, ``rollout_batch``) and the recipes.
-"""
-from .checkpoint import load_model, save_checkpoint
-from .env import BugFixEnv
-from .model import TinyAgent, TinyAgentConfig, entropy_from_logits, sequence_log_probs
-from .ops import OPS
-from .policies import scripted_policy
-from .recipes.diagnostics import check_rendering, describe, informative_fraction, probe, strip_wrappers
-from .recipes.dpo import dpo_loss, episode_logp, make_pairs, preference_loss, train_dpo
-from .recipes.evaluation import action_entropy, pass_rate
-from .recipes.grpo import GRPOConfig, train_grpo
-from .recipes.online_dpo import train_online_dpo
-from .recipes.reinforce import reinforce_step, train_rl
-from .recipes.rejection import cap_per_task, dedup_by_actions, expert_iteration, family_share, keep_successes
-from .recipes.rft_baseline import group_baseline_weights, rft_baseline_iteration, weighted_sft_loss
-from .recipes.select import select_sft_checkpoint
-from .recipes.sft import sft_loss, sft_train
-from .recipes.star import star_iteration
-from .render import OWNER, Trajectory, collate
-from .rollout import rollout_batch, scripted_rollout
-from .tasks import FAMILIES, make_tasks
-from .tokenizer import build_tokenizer
 
+Names are loaded on first use (PEP 562), so ``import agentrl`` and the ``agentrl`` command start
+without importing torch: ``agentrl --help`` or a mistyped ``--set`` answers in a fraction of a
+second. Only the gym is imported at once: it registers ``agentrl/BugFix-v0`` with Gymnasium.
+"""
+from importlib import import_module
+
+from .env import BugFixEnv  # registers agentrl/BugFix-v0 (no torch)
+
+_LAZY = {
+    'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
+    'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
+    'OPS': 'ops',
+    'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates
+    'scripted_policy': 'policies',
+    'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
+    'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
+    'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',
+    'train_dpo': 'recipes.dpo',
+    'action_entropy': 'recipes.evaluation', 'family_pass': 'recipes.evaluation', 'pass_rate': 'recipes.evaluation',
+    'GRPOConfig': 'recipes.grpo', 'train_grpo': 'recipes.grpo',
+    'train_online_dpo': 'recipes.online_dpo',
+    'reinforce_step': 'recipes.reinforce', 'train_rl': 'recipes.reinforce',
+    'cap_per_task': 'recipes.rejection', 'dedup_by_actions': 'recipes.rejection', 'expert_iteration': 'recipes.rejection',
+    'family_share': 'recipes.rejection', 'keep_successes': 'recipes.rejection',
+    'group_baseline_weights': 'recipes.rft_baseline', 'rft_baseline_iteration': 'recipes.rft_baseline',
+    'weighted_sft_loss': 'recipes.rft_baseline',
+    'select_sft_checkpoint': 'recipes.select',
+    'sft_loss': 'recipes.sft', 'sft_train': 'recipes.sft',
+    'star_iteration': 'recipes.star',
+    'OWNER': 'render', 'Trajectory': 'render', 'collate': 'render',
+    'rollout_batch': 'rollout', 'scripted_rollout': 'rollout',
+    'FAMILIES': 'tasks', 'make_tasks': 'tasks',
+    'build_tokenizer': 'tokenizer',
+}
+"""Every public name -> the module (relative to the package) that defines it."""
+
+__all__ = ['BugFixEnv', *_LAZY]
 __version__ = '0.1.0'
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(import_module(f'.{module}', __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -22,10 +22,12 @@ def save_checkpoint(model, path, tok=None) -> Path:
     from safetensors.torch import save_file
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    metadata = {CONFIG_KEY: json.dumps(asdict(model.config))}
+    # a TinyAgent's config dataclass, or (HFPolicy) {'hf': the transformers config}
+    raw = model.checkpoint_config() if hasattr(model, 'checkpoint_config') else asdict(model.config)
+    metadata = {CONFIG_KEY: json.dumps(raw)}
     if tok is not None:
-        if tok.vocab_size != model.config.vocab_size:
-            raise ValueError(f'tokenizer vocab_size {tok.vocab_size} does not match the model ({model.config.vocab_size})')
+        if tok.vocab_size != model.vocab_size:
+            raise ValueError(f'tokenizer vocab_size {tok.vocab_size} does not match the model ({model.vocab_size})')
         metadata[VOCAB_KEY] = json.dumps(tok.vocab)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + '.tmp')
@@ -51,7 +53,7 @@ def _read(path):
 
 
 def load_model(path, tok=None):
-    """Load a TinyAgent saved by ``save_checkpoint`` or ``TinyAgent.save``.
+    """Load a TinyAgent (or an ``hf.HFPolicy``) saved by ``save_checkpoint`` or ``TinyAgent.save``.
 
     With ``tok``, the checkpoint's vocabulary must equal the tokenizer's (same words, same ids).
     """
@@ -59,25 +61,31 @@ def load_model(path, tok=None):
     metadata, tensors = _read(path)
     try:
         raw = json.loads(metadata[CONFIG_KEY])
+        hf = isinstance(raw, dict) and 'hf' in raw
         known = {f.name for f in fields(TinyAgentConfig)}
-        cfg = TinyAgentConfig(**{k: v for k, v in raw.items() if k in known})
-    except (json.JSONDecodeError, TypeError, ValueError) as e:
+        cfg = None if hf else TinyAgentConfig(**{k: v for k, v in raw.items() if k in known})
+    except (json.JSONDecodeError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f'{path} has an invalid model config: {e}') from None
+    vocab_size = raw['hf'].get('vocab_size') if hf else cfg.vocab_size
     if tok is not None:
         vocab = json.loads(metadata.get(VOCAB_KEY, 'null'))
         if vocab is None:
-            if cfg.vocab_size != tok.vocab_size:
-                raise ValueError(f'{path} was saved for a vocabulary of {cfg.vocab_size} tokens, '
+            if vocab_size != tok.vocab_size:
+                raise ValueError(f'{path} was saved for a vocabulary of {vocab_size} tokens, '
                                  f'but the tokenizer has {tok.vocab_size}')
         elif vocab != tok.vocab:
             diff = next((i for i, (a, b) in enumerate(zip(vocab, tok.vocab)) if a != b), min(len(vocab), len(tok.vocab)))
             raise ValueError(f'{path} was saved with a different vocabulary ({len(vocab)} tokens vs the '
                              f"tokenizer's {tok.vocab_size}; first difference at id {diff})")
-    model = TinyAgent(**{f.name: getattr(cfg, f.name) for f in fields(TinyAgentConfig)})
+    if hf:
+        from .hf import HFPolicy, word_tokenizer
+        model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if tok is not None else None)
+    else:
+        model = TinyAgent(**{f.name: getattr(cfg, f.name) for f in fields(TinyAgentConfig)})
     expected = model.state_dict()
     missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
     if missing or extra:
-        raise ValueError(f'{path} does not match a TinyAgent with its config: '
+        raise ValueError(f'{path} does not match a {type(model).__name__} with its config: '
                          f'missing {sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}')
     for k, v in tensors.items():
         if v.shape != expected[k].shape:

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .experiments.cli import add_commands
     add_commands(sub)
+    from .export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines (issue 13)
+    add_export(sub)
     return p
 
 

@@ -5,26 +5,31 @@ token-identical.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .render import EpisodeBuilder, Trajectory
+from .policy import as_renderer
+from .render import Trajectory
 
 
 def scripted_rollout(policy, env, task, tok) -> Trajectory:
     """Play one episode of ``task`` with a scripted ``policy`` in ``env`` -> Trajectory (section 15.1).
 
-    Rendered exactly as ``rollout_batch`` renders a model's episode.
+    Rendered exactly as ``rollout_batch`` renders a model's episode. ``tok`` is our word-level
+    tokenizer or any renderer (``agentrl.policy``), such as ``chat.ChatRenderer``.
     """
+    renderer = as_renderer(tok)
     obs, info = env.reset(options={'task': task})
     policy.reset(info['task'])
-    episode = EpisodeBuilder(tok)
+    episode = renderer.new_episode()
     episode.prompt(obs)
     while True:
-        ids = (tok.encode(policy(obs)) + [tok.stop_id])[:env.max_call_tokens]  # the cap a model's call has too
+        ids = renderer.encode_call(policy(obs))[:renderer.call_limit(env)]  # the cap a model's call has too
         episode.call(ids)
-        obs, reward, terminated, truncated, info = env.step(tok.decode([i for i in ids if i != tok.stop_id], skip_special=False))
+        obs, reward, terminated, truncated, info = env.step(renderer.call_text(ids))
         if obs:
-            episode.reply(obs)
+            episode.reply(obs, final=terminated or truncated)
         if terminated or truncated:
             return episode.build(reward, info)
 
@@ -73,17 +78,19 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
         raise ValueError(f'rollout_batch needs one env per task: got {len(envs)} envs and {len(tasks)} tasks')
     if not envs:
         raise ValueError('rollout_batch needs at least one (env, task) pair')
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-        raise ValueError(f'temperature must be a number > 0, got {temperature!r}')
+    if (not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature)
+            or not temperature > 0):
+        raise ValueError(f'temperature must be a finite number > 0, got {temperature!r}')
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f'generator must be a torch.Generator or None, got {type(generator).__name__}')
+    tok = as_renderer(tok)
     if getattr(model, 'vocab_size', tok.vocab_size) != tok.vocab_size:
         raise ValueError(f'model vocab_size {model.vocab_size} does not match the tokenizer ({tok.vocab_size})')
     block = getattr(getattr(model, 'config', None), 'block_size', None)
     for env in envs:
         if block is not None and env.max_tokens > block:
             raise ValueError(f'env max_tokens ({env.max_tokens}) exceeds the model block_size ({block})')
-    return envs, tasks
+    return envs, tasks, tok
 
 
 @torch.no_grad()
@@ -96,7 +103,8 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     batched prefill appends all the replies. Episodes that end leave the batch. ``logprobs`` hold
     the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
     ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
-    at every step instead (the reference the benchmark compares against).
+    at every step instead (the reference the benchmark compares against). ``model`` is any policy
+    and ``tok`` our word-level tokenizer or any renderer (both protocols: ``agentrl.policy``).
 
     ``force`` (default None: plain sampling) lets a caller override tokens, as STaR's
     rationalization does (``recipes.star``): ``force(episode_index, call_so_far)`` is called
@@ -106,7 +114,7 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     1), and every trajectory gets ``info['forced_positions']``: the indices into ``traj.ids`` of
     its forced tokens (entry ``p - 1`` of ``action_mask`` and ``logprobs`` predicts token ``p``).
     """
-    envs, tasks = _check_rollout_args(model, envs, tasks, tok, temperature, generator)
+    envs, tasks, renderer = _check_rollout_args(model, envs, tasks, tok, temperature, generator)
     if force is not None and not callable(force):
         raise TypeError(f'force must be a callable (episode_index, call_so_far) -> token id or None, '
                         f'got {type(force).__name__}')
@@ -114,7 +122,7 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     was_training = model.training
     model.eval()
     B = len(envs)
-    episodes = [EpisodeBuilder(tok) for _ in range(B)]
+    episodes = [renderer.new_episode() for _ in range(B)]
     results: list[Trajectory | None] = [None] * B
     live = list(range(B))  # episode index of each row of the batch
     chunks = []
@@ -122,7 +130,7 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         obs, _ = env.reset(options={'task': task})
         chunks.append(ep.prompt(obs))
     decoder = (_CachedDecoder if use_cache else _FullDecoder)(model, B)
-    vocab, stop = tok.vocab, tok.stop_id
+    stop = renderer.stop_id
     while live:
         logits = decoder.feed(chunks)  # (n, V): next-token logits of every live row
         n = len(live)
@@ -130,7 +138,8 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         call_lp = [[] for _ in range(n)]
         calling = list(range(n))  # rows still writing their call
         forced = [[] for _ in range(n)] if force is not None else None  # per row: forced indices in the call
-        max_call = max(envs[b].max_call_tokens for b in live)
+        limits = [renderer.call_limit(envs[b]) for b in live]
+        max_call = max(limits)
         for step in range(max_call):
             logp = torch.log_softmax(logits[calling] / temperature, dim=-1)  # (m, V)
             sampled = torch.multinomial(logp.exp(), 1, generator=generator)  # (m, 1)
@@ -146,7 +155,7 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
             for i, t, lp in zip(calling, tokens, lps):
                 calls[i].append(t)
                 call_lp[i].append(lp)
-                if t != stop and len(calls[i]) < envs[live[i]].max_call_tokens:
+                if t != stop and len(calls[i]) < limits[i]:
                     still.append(i)
                     feed[i] = [t]
             calling = still
@@ -158,12 +167,11 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         chunks, keep = [], []
         for i, b in enumerate(live):
             ids = calls[i]
-            words = ids[:-1] if ids[-1] == stop else ids
             if force is not None:
                 forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
             episodes[b].call(ids, call_lp[i])
-            obs, reward, terminated, truncated, info = envs[b].step(' '.join(vocab[t] for t in words))
-            reply = episodes[b].reply(obs) if obs else []
+            obs, reward, terminated, truncated, info = envs[b].step(renderer.call_text(ids))
+            reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
             if terminated or truncated:
                 results[b] = episodes[b].build(reward, info)
                 if force is not None:

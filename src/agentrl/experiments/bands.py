@@ -101,74 +101,122 @@ def parse(text: str) -> dict:
     return o
 
 
+class Missing(LookupError):
+    """A figure a band needs is not in the transcript (the message says which)."""
+
+
+def _missing(e: Exception) -> str:
+    """A band whose figure is missing or unusable, in words (no Python reprs)."""
+    if isinstance(e, Missing):
+        return f'missing: {e}'
+    if isinstance(e, KeyError):
+        return f"missing: the transcript has no {str(e.args[0]).replace('describe:', '').replace('probe:', '').replace('curve:', '')} line"
+    if isinstance(e, IndexError):
+        return 'missing: the transcript has too few lines for it'
+    if isinstance(e, ZeroDivisionError):
+        return 'not measurable: a count it divides by is 0'
+    return f'not measurable ({type(e).__name__})'
+
+
+def _share_rounds(hk) -> str:
+    return ', '.join(f"round {k + 1} {x['hacks'] / x['kept']:.0%}" if x['kept'] else f'round {k + 1} none kept'
+                     for k, x in enumerate(hk))
+
+
 def check(o: dict) -> list:
-    """Apply every band to parsed figures -> list of (name, holds, figure); a missing figure fails its band."""
+    """Apply every band to parsed figures -> list of (name, holds, figure); a missing figure fails its band.
+
+    Each figure is a short labelled text (``train 1.00 / held 1.00 at step 60``), never a Python repr.
+    """
     out = []
 
     def band(name, fn):
         try:
             ok, fig = fn()
         except Exception as e:  # a missing line or value is a failed band, reported as such
-            ok, fig = False, f'missing ({type(e).__name__}: {e})'
+            ok, fig = False, _missing(e)
         out.append((name, bool(ok), fig))
 
     V = o.get('vocab', 0)
     share = lambda key: o['owners'][key] / sum(o['owners'].values())
     w = lambda: o['describe:weak base']
     s = lambda: o['describe:oracle SFT']
-    h = lambda step: [r for r in o['hist_sft'] if r[0] == step][0]
+    def h(step):
+        for row in o['hist_sft']:
+            if row[0] == step:
+                return row
+        raise Missing(f'no oracle SFT evaluation at step {step}')
     c = lambda name: o['curve:' + name][-1]
     p = lambda k: o['probe:' + k]
     m = lambda: o['describe:mismatched']
     hk = lambda: o['hack']
     d = lambda: o['dpo_log'][-1]
     r = lambda: o['describe:after RFT']
-    band('setup: 20 train / 10 held-out', lambda: (o['n_train'] == 20 and o['n_held'] == 10, f"{o['n_train']}/{o['n_held']}"))
-    band('15.1 policy share 10-30%', lambda: (0.10 <= share('policy') <= 0.30, f"{share('policy'):.2f}"))
-    band('15.1 tool share >= 45%', lambda: (share('tool') >= 0.45, f"{share('tool'):.2f}"))
+    at = lambda name: f"train {c(name)[1]:.2f} / held {c(name)[2]:.2f} at step {c(name)[0]:.0f}"
+    band('setup: 20 train / 10 held-out', lambda: (o['n_train'] == 20 and o['n_held'] == 10,
+                                                   f"{o['n_train']} train / {o['n_held']} held-out tasks"))
+    band('15.1 policy share 10-30%', lambda: (0.10 <= share('policy') <= 0.30, f"policy {share('policy'):.0%} of predicted tokens"))
+    band('15.1 tool share >= 45%', lambda: (share('tool') >= 0.45, f"tool {share('tool'):.0%} of predicted tokens"))
     band('15.1 init losses near log V', lambda: (abs(o['loss_masked'] - math.log(V)) <= 0.4 and abs(o['loss_unmasked'] - math.log(V)) <= 0.4,
-                                                f"{o['loss_masked']}/{o['loss_unmasked']} vs {math.log(V):.3f}"))
-    band('15.2 weak train/held 0.03-0.30', lambda: (0.03 <= w()['train'] <= 0.30 and 0.03 <= w()['held'] <= 0.30, f"{w()['train']}/{w()['held']}"))
-    band('15.2 weak invalid <= 0.2', lambda: (w()['invalid'] <= 0.2, f"{w()['invalid']}"))
-    band('15.2 weak reads 0.10-0.55', lambda: (0.10 <= w()['reads'] <= 0.55, f"{w()['reads']}"))
-    band('15.2 weak entropy 0.08-0.6', lambda: (0.08 <= w()['entropy'] <= 0.6, f"{w()['entropy']}"))
-    band('15.2 oracle SFT step 20 train >= 0.55', lambda: (h(20)[1] >= 0.55, f"{h(20)[1]}"))
-    band('15.2 oracle SFT train >= 0.90, held >= 0.75', lambda: (s()['train'] >= 0.90 and s()['held'] >= 0.75, f"{s()['train']}/{s()['held']}"))
+                                                f"masked {o['loss_masked']:.3f} / unmasked {o['loss_unmasked']:.3f} vs log V {math.log(V):.3f}"))
+    band('15.2 weak train/held 0.03-0.30', lambda: (0.03 <= w()['train'] <= 0.30 and 0.03 <= w()['held'] <= 0.30,
+                                                   f"train {w()['train']:.3f} / held {w()['held']:.3f}"))
+    band('15.2 weak invalid <= 0.2', lambda: (w()['invalid'] <= 0.2, f"{w()['invalid']:.2f} invalid calls per episode"))
+    band('15.2 weak reads 0.10-0.55', lambda: (0.10 <= w()['reads'] <= 0.55, f"reads in {w()['reads']:.2f} of episodes"))
+    band('15.2 weak entropy 0.08-0.6', lambda: (0.08 <= w()['entropy'] <= 0.6, f"action entropy {w()['entropy']:.3f}"))
+    band('15.2 oracle SFT step 20 train >= 0.55', lambda: (h(20)[1] >= 0.55, f"train {h(20)[1]:.2f} at step 20"))
+    band('15.2 oracle SFT train >= 0.90, held >= 0.75', lambda: (s()['train'] >= 0.90 and s()['held'] >= 0.75,
+                                                                f"train {s()['train']:.3f} / held {s()['held']:.3f}"))
     band('15.2 oracle SFT reads >= 0.95, entropy <= weak/3', lambda: (s()['reads'] >= 0.95 and s()['entropy'] <= w()['entropy'] / 3,
-                                                                     f"reads {s()['reads']} entropy {s()['entropy']} vs {w()['entropy']}"))
-    band('15.3 gradient identity <= 1e-6', lambda: (o['grad_gap'] <= 1e-6, f"{o['grad_gap']:.1e}"))
-    band('15.3 cosine 0.80-0.999', lambda: (0.80 <= o['cosine'] <= 0.999, f"{o['cosine']}"))
-    band('15.3 RFT train 0.45-0.88, held <= 0.35', lambda: (0.45 <= r()['train'] <= 0.88 and r()['held'] <= 0.35, f"{r()['train']}/{r()['held']}"))
-    band('15.3 init never solved by weak base', lambda: (sum(n.startswith('init/') for n in o['never']) == 4, f"{o['never']}"))
+                                                                     f"reads {s()['reads']:.2f}, entropy {s()['entropy']:.3f} vs weak base {w()['entropy']:.3f}"))
+    band('15.3 gradient identity <= 1e-6', lambda: (o['grad_gap'] <= 1e-6, f"max gap {o['grad_gap']:.1e}"))
+    band('15.3 cosine 0.80-0.999', lambda: (0.80 <= o['cosine'] <= 0.999, f"cosine {o['cosine']:.3f}"))
+    band('15.3 RFT train 0.45-0.88, held <= 0.35', lambda: (0.45 <= r()['train'] <= 0.88 and r()['held'] <= 0.35,
+                                                           f"train {r()['train']:.3f} / held {r()['held']:.3f}"))
+    band('15.3 init never solved by weak base', lambda: (sum(n.startswith('init/') for n in o['never']) == 4,
+                                                         f"{sum(n.startswith('init/') for n in o['never'])} of 4 init tasks among "
+                                                         f"{len(o['never'])} never solved"))
 
     def edits_first():
         shown = o['first_kept']  # most_common(3): count what it shows
         edits = sum(n for a, n in shown if a.strip().startswith('edit'))
-        return edits > sum(n for _, n in shown) / 2, f'{shown}'
+        total = sum(n for _, n in shown)
+        top = ', '.join(f'{a.strip()} {n}' for a, n in shown)
+        return edits > total / 2, f'{edits} of {total} start with an edit ({top})' if shown else 'no kept episode'
     band('15.3 kept episodes mostly start with an edit', edits_first)
-    band('15.4 DPO loss values exact', lambda: (o['dpo_values'] == [0.6931, 0.1269, 2.1269], f"{o['dpo_values']}"))
-    band('15.4 pairs >= 25, 8-17 tasks', lambda: (o['pairs'] >= 25 and 8 <= o['pair_tasks'] <= 17, f"{o['pairs']}/{o['pair_tasks']}"))
-    band('15.4 DPO d_rejected <= -15', lambda: (d()['d_rejected'] <= -15, f"{d()['d_rejected']}"))
-    band('15.4 DPO invalid >= 0.5 and >= 5x weak', lambda: (d()['invalid'] >= 0.5 and d()['invalid'] >= 5 * w()['invalid'], f"{d()['invalid']} vs weak {w()['invalid']}"))
-    band('15.4 DPO held <= 0.15', lambda: (d()['held'] <= 0.15, f"{d()['held']}"))
-    band('15.5 SFT->RL train >= 0.88, held >= 0.80', lambda: (c('SFT -> RL')[1] >= 0.88 and c('SFT -> RL')[2] >= 0.80, f"{c('SFT -> RL')}"))
+    band('15.4 DPO loss values exact', lambda: (o['dpo_values'] == [0.6931, 0.1269, 2.1269], ' / '.join(f'{v:.4f}' for v in o['dpo_values'])
+                                               if o['dpo_values'] else 'missing: no loss values printed'))
+    band('15.4 pairs >= 25, 8-17 tasks', lambda: (o['pairs'] >= 25 and 8 <= o['pair_tasks'] <= 17, f"{o['pairs']} pairs over {o['pair_tasks']} tasks"))
+    band('15.4 DPO d_rejected <= -15', lambda: (d()['d_rejected'] <= -15, f"d_rejected {d()['d_rejected']:.2f} at step {d()['step']}"))
+    band('15.4 DPO invalid >= 0.5 and >= 5x weak', lambda: (d()['invalid'] >= 0.5 and d()['invalid'] >= 5 * w()['invalid'],
+                                                           f"invalid {d()['invalid']:.2f} vs weak base {w()['invalid']:.2f} at step {d()['step']}"))
+    band('15.4 DPO held <= 0.15', lambda: (d()['held'] <= 0.15, f"held {d()['held']:.2f} at step {d()['step']}"))
+    band('15.5 SFT->RL train >= 0.88, held >= 0.80', lambda: (c('SFT -> RL')[1] >= 0.88 and c('SFT -> RL')[2] >= 0.80, at('SFT -> RL')))
     band('15.5 RL only train <= 0.65, held <= SFT->RL - 0.25', lambda: (c('RL only')[1] <= 0.65 and c('RL only')[2] <= c('SFT -> RL')[2] - 0.25,
-                                                                       f"{c('RL only')} vs {c('SFT -> RL')}"))
+                                                                       f"{at('RL only')}; SFT -> RL held {c('SFT -> RL')[2]:.2f}"))
     band('15.6 signal: step20 >= step60 + 0.25', lambda: (p('SFT step 20')['signal'] >= p('SFT step 60')['signal'] + 0.25,
-                                                         f"{p('SFT step 20')['signal']} vs {p('SFT step 60')['signal']}"))
+                                                         f"groups with signal: step 20 {p('SFT step 20')['signal']:.2f} vs step 60 {p('SFT step 60')['signal']:.2f}"))
     band('15.6 entropy weak > SFT20 > SFT60', lambda: (p('weak base')['entropy'] > p('SFT step 20')['entropy'] > p('SFT step 60')['entropy'],
-                                                      f"{p('weak base')['entropy']} > {p('SFT step 20')['entropy']} > {p('SFT step 60')['entropy']}"))
+                                                      f"{p('weak base')['entropy']:.3f} > {p('SFT step 20')['entropy']:.3f} > {p('SFT step 60')['entropy']:.3f}"))
     band('15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3',
          lambda: (m()['reads'] >= 0.9 and m()['train'] <= 0.40 and m()['train'] <= s()['train'] / 2 and o['mismatch_nll'] >= 0.3,
-                  f"reads {m()['reads']} train {m()['train']} vs SFT {s()['train']} NLL {o['mismatch_nll']}"))
+                  f"reads {m()['reads']:.2f}, train {m()['train']:.3f} vs SFT {s()['train']:.3f}, NLL {o['mismatch_nll']:.3f}"))
     band('15.6 DPO+NLL invalid <= half, train above', lambda: (o['rpo'][1]['invalid'] <= o['rpo'][0]['invalid'] / 2 and o['rpo'][1]['train'] > o['rpo'][0]['train'],
-                                                             f"{o['rpo']}"))
-    band('15.6 dedup distinct < half', lambda: (o['dedup'][1] < o['dedup'][0] / 2, f"{o['dedup']}"))
-    band('15.6 hack share round 3 >= 40% and > round 1', lambda: (hk()[-1]['hacks'] / hk()[-1]['kept'] >= 0.40 and
-                                                               hk()[-1]['hacks'] / hk()[-1]['kept'] > hk()[0]['hacks'] / hk()[0]['kept'],
-                                                               f"{[round(x['hacks'] / x['kept'], 2) for x in hk()]}"))
+                                                             f"invalid {o['rpo'][1]['invalid']:.2f} vs {o['rpo'][0]['invalid']:.2f} (DPO); "
+                                                             f"train {o['rpo'][1]['train']:.2f} vs {o['rpo'][0]['train']:.2f}"))
+    band('15.6 dedup distinct < half', lambda: (o['dedup'][1] < o['dedup'][0] / 2, f"{o['dedup'][1]} distinct of {o['dedup'][0]} kept"))
+    def hack_share():
+        rounds = hk()
+        if not rounds:
+            raise Missing('no public-filter round')
+        fig = f'hack share {_share_rounds(rounds)}'
+        if not (rounds[-1]['kept'] and rounds[0]['kept']):
+            return False, fig
+        last, first = rounds[-1]['hacks'] / rounds[-1]['kept'], rounds[0]['hacks'] / rounds[0]['kept']
+        return last >= 0.40 and last > first, fig
+    band('15.6 hack share round 3 >= 40% and > round 1', hack_share)
     band('15.6 hack public >= 0.85, hidden <= 0.55', lambda: (hk()[-1]['public'] >= 0.85 and hk()[-1]['hidden'] <= 0.55,
-                                                             f"{hk()[-1]['public']}/{hk()[-1]['hidden']}"))
+                                                             f"public {hk()[-1]['public']:.2f} / hidden {hk()[-1]['hidden']:.2f} after round {len(hk())}"))
     return out
 
 

@@ -21,6 +21,12 @@ What is measured (each item: one warm-up call, then the median of ``repeats`` ti
 (e) ``sft_step_vs_hf``: padded tokens (B*T) per second of one masked-NLL AdamW step on 32 weak-play
     trajectories, TinyAgent (``sft_loss``) vs the same-size GPT2 (same loss from its logits).
 
+(f) ``hf_engine_vs_generate_loop``: a GPT-2 ``HFPolicy`` of the same shape, trained as in (a), played on the
+    same 320 episodes by ``rollout_batch`` (one key/value cache per episode, batched reply prefill) and by the
+    plain ``transformers`` agent loop (each turn one batched, left-padded ``generate`` over every live
+    conversation, its own cache, none kept across turns): episodes/s of ours / theirs (``experiments/hf_loop.py``);
+    ``*_fresh``: the same on the untrained GPT-2, whose episodes run to the turn limit.
+
 ``transformers`` is optional (``pip install -e '.[bench]'``); without it the peer rows are skipped.
 """
 from __future__ import annotations
@@ -332,6 +338,7 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
            'policy_tokens_per_s': sft['policy_tokens_per_s'],
            'rollout_fresh': fresh, 'rollout_sft': sft, 'sft_step': ours_step,
            'hf_generate': None, 'hf_sft_step': None, 'ours_same_shape': None, 'peer_skipped': None,
+           'hf_engine_vs_generate_loop': None, 'hf_engine_vs_generate_loop_fresh': None, 'hf_engine': None,
            'settings': {'repeats': repeats, 'episodes': len(tasks), 'tasks': len(train),
                         'episodes_per_task': episodes_per_task, 'weak_steps': weak_steps, 'sft_steps': sft_steps,
                         'sft_batch': sft_batch, 'temperature': 1.0},
@@ -354,6 +361,11 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
                     'sampling_vs_hf_same_shape': same['generated_tokens_per_s'] / hf_gen['generated_tokens_per_s'],
                     'sampling_vs_hf': sft['policy_tokens_per_s'] / hf_gen['generated_tokens_per_s'],
                     'sft_step_vs_hf': ours_step['tokens_per_s'] / hf_step['tokens_per_s']})
+        # (f) issue 13: the same HFPolicy GPT-2 through our lockstep engine vs one batched generate per turn
+        from . import hf_loop
+        loop = hf_loop.run(tok, train, setup['weak_play'], weak_steps, sft_steps, repeats, timed, episodes_per_task, log)
+        res.update({'hf_engine': loop, 'hf_engine_vs_generate_loop': loop['sft']['ratio'],
+                    'hf_engine_vs_generate_loop_fresh': loop['fresh']['ratio']})
     res['machine']['loadavg_1m_end'] = _loadavg()
     res['total_seconds'] = time.perf_counter() - t_start
     return res
@@ -418,7 +430,17 @@ def render(res: dict, console=None) -> None:
                   f"GPT2 attn={hs['attn']})", '', '', '')
         t.add_row('  padded tokens/s [bold](sft_step_vs_hf)[/bold]', _f(st['tokens_per_s']), _f(hs['tokens_per_s']),
                   _f(res['sft_step_vs_hf'], 'x'))
-    else:
+    if res.get('hf_engine'):
+        t.add_section()
+        t.add_row('[bold]HFPolicy GPT-2: our lockstep engine | one batched generate per turn[/bold]', '', '', '')
+        for key, label in (('sft', 'oracle SFT'), ('fresh', 'fresh')):
+            r = res['hf_engine'][key]
+            e, g = r['engine'], r['generate_loop']
+            name = 'hf_engine_vs_generate_loop' + ('' if key == 'sft' else '_fresh')
+            t.add_row(f"  {label}: episodes/s ({e['mean_turns']:.1f} turns, {e['mean_tokens']:.0f} tokens; pass "
+                      f"{e['pass_rate']:.2f} | {g['pass_rate']:.2f}) [bold]({name})[/bold]",
+                      _f(e['episodes_per_s']), _f(g['episodes_per_s']), _f(r['ratio'], 'x'))
+    if hg is None:
         t.add_row(f"[bold]SFT step[/bold] (masked NLL + backward + AdamW, batch {tuple(st['shape'])})", '', '', '')
         t.add_row('  padded tokens/s', _f(st['tokens_per_s']), '-', '-')
     console.print(t)

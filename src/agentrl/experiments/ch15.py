@@ -8,9 +8,14 @@ seeds shifted by ``seed`` (``seed=0`` is the notebook exactly), and
   section ends (timing lives apart, in ``timing.json``),
 - checkpoints the models later sections need, as safetensors with config and vocabulary.
 
+Budgets, recipe hyperparameters and model settings come from ``Ch15Config`` (``config.py``; the
+chapter's own by default); ``results.json`` records the effective config (``config``) and where the
+run ran (``provenance``: the overrides, version, commit, torch, threads, CPU).
+
 A killed run continues with ``resume=True``: finished sections are loaded, not rerun, and the
 final results equal an uninterrupted run's, because every random draw comes from a seeded
-generator and models are reloaded bit for bit.
+generator and models are reloaded bit for bit. Resuming with another seed or config is refused,
+naming the keys that differ.
 """
 from __future__ import annotations
 
@@ -19,7 +24,6 @@ import json
 import os
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -31,7 +35,7 @@ from ..model import TinyAgent, sequence_log_probs
 from ..policies import scripted_policy
 from ..recipes.diagnostics import describe, probe, strip_wrappers
 from ..recipes.dpo import dpo_loss, make_pairs, train_dpo
-from ..recipes.evaluation import pass_rate
+from ..recipes.evaluation import family_pass, pass_rate
 from ..recipes.grpo import GRPOConfig, train_grpo
 from ..recipes.online_dpo import train_online_dpo
 from ..recipes.reinforce import train_rl
@@ -39,12 +43,14 @@ from ..recipes.rejection import dedup_by_actions, expert_iteration, family_share
 from ..recipes.rft_baseline import rft_baseline_iteration
 from ..recipes.select import select_sft_checkpoint
 from ..recipes.sft import sft_loss, sft_train
-from ..recipes.star import family_pass, star_iteration
+from ..recipes.star import star_iteration
 from ..render import OWNER, collate
 from ..rollout import scripted_rollout
 from ..tasks import make_tasks
 from ..tokenizer import build_tokenizer
 from ..trajio import load_trajectories, save_trajectories
+from .config import Ch15Config, describe_differences, differences, effective
+from .provenance import collect as collect_provenance
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
 POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step60': 'oracle SFT, step 60',
@@ -52,56 +58,12 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
             'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
 """Every policy a run checkpoints, with the label the report uses."""
 EXTENDED = ('beyond',)
+POLICY_ARCHS = ('tiny', 'gpt2', 'llama')
+"""``agentrl reproduce --policy``: the TinyAgent, or a transformers GPT-2 / Llama of its shape (``hf.make_policy``)."""
 TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
           'beyond': 'beyond the chapter: exercises and a clipped trainer'}
-
-
-@dataclass(frozen=True)
-class Ch15Config:
-    """The chapter's budgets. Defaults are the chapter's own; ``smoke()`` is a tiny run for tests."""
-    weak_steps: int = 150
-    """SFT steps of the weak base on blind + random play (15.2)."""
-    sft_steps: int = 60
-    """Oracle SFT steps from the weak base (15.2)."""
-    sft_every: int = 10
-    """Evaluate the SFT run every this many steps (15.2)."""
-    cold_start_step: int = 20
-    """The SFT checkpoint that RL starts from and that 15.6 probes (15.5, 15.6)."""
-    eval_samples: int = 4
-    """Episodes per task in ``evaluate`` (train and held-out pass)."""
-    describe_samples: int = 8
-    """Episodes per task when describing a policy."""
-    rft_rounds: int = 4
-    """Expert-iteration rounds (15.3)."""
-    rft_samples: int = 16
-    """Episodes sampled per task per round (15.3, 15.4, 15.6)."""
-    rft_steps: int = 15
-    """SFT steps per expert-iteration round (15.3, 15.6)."""
-    dpo_steps: int = 100
-    """DPO steps (15.4, 15.6)."""
-    dpo_every: int = 25
-    """Evaluate DPO every this many steps."""
-    rl_cold_steps: int = 40
-    """REINFORCE steps from the cold-start checkpoint (15.5)."""
-    rl_only_steps: int = 60
-    """REINFORCE steps from the weak base (15.5)."""
-    rl_every: int = 10
-    """Evaluate RL every this many steps."""
-    mismatch_steps: int = 60
-    """SFT steps on demos rendered without wrappers (15.6)."""
-    probe_group: int = 8
-    """Group size of the informative-group probe (15.6)."""
-    hack_rounds: int = 3
-    """Public-test-filter rounds (15.6)."""
-
-    @classmethod
-    def smoke(cls) -> 'Ch15Config':
-        """A run of a few seconds that exercises every section (the findings are meaningless)."""
-        return cls(weak_steps=4, sft_steps=4, sft_every=2, cold_start_step=2, eval_samples=1, describe_samples=1,
-                   rft_rounds=2, rft_samples=2, rft_steps=2, dpo_steps=2, dpo_every=1, rl_cold_steps=2,
-                   rl_only_steps=2, rl_every=1, mismatch_steps=2, probe_group=2, hack_rounds=2)
 
 
 def _atomic_json(path: Path, obj) -> None:
@@ -114,11 +76,23 @@ class Chapter15:
     """One reproduction of chapter 15 in ``out``; ``run()`` executes (or resumes) every section."""
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
-                 extended: bool = False):
+                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny'):
+        """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
+        what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
+        ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``)."""
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+        if policy not in POLICY_ARCHS:
+            raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
+        self.policy = policy
         self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
         self.cfg = config or Ch15Config()
+        self.tasks = make_tasks('all')
+        self.tok = build_tokenizer(self.tasks)
+        self.train, self.heldout = make_tasks('train'), make_tasks('heldout')
+        self.config_record = effective(self.cfg, self.tok.vocab_size)  # checks the model settings too
+        """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
+        self.provenance = collect_provenance(overrides)
         self.sections = SECTIONS + (EXTENDED if extended else ())
         self.ckpt = self.out / 'checkpoints'
         self.out.mkdir(parents=True, exist_ok=True)
@@ -126,13 +100,26 @@ class Chapter15:
         results_path = self.out / 'results.json'
         if resume and results_path.exists():
             saved = json.loads(results_path.read_text())
-            if saved.get('seed') != seed or saved.get('config') != asdict(self.cfg):
-                raise ValueError(f'{results_path} was written with another seed or config (seed {saved.get("seed")}); '
+            if saved.get('seed') != seed:
+                raise ValueError(f'{results_path} was written with another seed (seed {saved.get("seed")}, now {seed}); '
+                                 'resume with the same settings or use another --out')
+            if saved['sections'].get('setup', {}).get('policy', 'tiny') != policy:
+                raise ValueError(f'{results_path} was written with another --policy; resume with the same one')
+            diffs = differences(saved.get('config'), self.config_record)
+            if diffs:
+                raise ValueError(f'{results_path} was written with another config: {describe_differences(diffs)}; '
                                  'resume with the same settings or use another --out')
             self.results = saved['sections']
             self.lines = saved['transcript']
             if (self.out / 'timing.json').exists():
                 self.timing = json.loads((self.out / 'timing.json').read_text())
+            before = saved.get('provenance')
+            if before:  # a resume by another process (other threads, commit, ...) keeps the earlier record
+                earlier = before.pop('earlier', [])
+                if before != self.provenance:
+                    self.provenance = {**self.provenance, 'earlier': earlier + [before]}
+                elif earlier:
+                    self.provenance = {**self.provenance, 'earlier': earlier}
         elif not resume:  # a fresh run: nothing of an older run in this folder may survive into it
             for stale in ('results.json', 'timing.json', 'transcript.txt'):
                 (self.out / stale).unlink(missing_ok=True)
@@ -140,9 +127,6 @@ class Chapter15:
                 for f in folder.glob('*') if folder.is_dir() else []:
                     f.unlink()
         s = seed
-        self.tasks = make_tasks('all')
-        self.tok = build_tokenizer(self.tasks)
-        self.train, self.heldout = make_tasks('train'), make_tasks('heldout')
         self.models = {}
         self.data = {}
         self.lines['setup'] = []
@@ -150,10 +134,21 @@ class Chapter15:
                   'setup')
         self.results.setdefault('setup', {'vocab': self.tok.vocab_size, 'train_tasks': len(self.train),
                                           'heldout_tasks': len(self.heldout), 'seed_shift': s})
+        if policy != 'tiny':
+            self.results['setup']['policy'] = policy
         self.oracle_demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, self.tok) for t in self.train]
         self.demo_batch = collate(self.oracle_demos, self.tok.pad_id)
 
     # --- helpers
+    def _new_model(self):
+        """A fresh policy (seed torch first): the TinyAgent, or for ``policy='gpt2'`` / ``'llama'`` a randomly
+        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary (issue 13)."""
+        if self.policy == 'tiny':
+            return TinyAgent(self.tok.vocab_size, **self.cfg.model)
+        from ..hf import make_policy
+        m = self.config_record['model']
+        return make_policy(self.policy, self.tok, d_model=m['d_model'], n_layers=m['n_layers'], n_heads=m['n_heads'])
+
     def _say(self, line: str, section: str):
         self.lines.setdefault(section, []).append(line)
         self.log(line)
@@ -163,8 +158,9 @@ class Chapter15:
         s, n = self.seed, self.cfg.eval_samples
         return (pass_rate(model, self.train, self.tok, n, seed=s)[0], pass_rate(model, self.heldout, self.tok, n, seed=s)[0])
 
-    def _describe(self, model, label, section):
-        d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed)
+    def _describe(self, model, label, section, by_family=False):
+        d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed,
+                     by_family=by_family)
         self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
                   f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
         return d
@@ -181,7 +177,8 @@ class Chapter15:
     def _finish(self, section, results, seconds):
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
-        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'config': asdict(self.cfg), 'sections': self.results,
+        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'config': self.config_record,
+                                                 'provenance': self.provenance, 'sections': self.results,
                                                  'transcript': self.lines})
         _atomic_json(self.out / 'timing.json', self.timing)
         (self.out / 'transcript.txt').write_text(self.transcript())
@@ -234,7 +231,7 @@ class Chapter15:
     def s15_1(self):
         s, tok, batch = self.seed, self.tok, self.demo_batch
         torch.manual_seed(0 + s)
-        fresh = TinyAgent(tok.vocab_size)
+        fresh = self._new_model()
         with torch.no_grad():
             logp = sequence_log_probs(fresh, batch['ids'])  # [B, T-1]
             masked = sft_loss(fresh, batch).item()
@@ -254,8 +251,9 @@ class Chapter15:
         weak_play = [scripted_rollout(scripted_policy(kind, seed=k + s), BugFixEnv(), t, tok)
                      for kind in ['blind', 'random'] for k in range(4) for t in self.train]
         torch.manual_seed(0 + s)
-        weak = TinyAgent(tok.vocab_size)
-        weak_losses = sft_train(weak, weak_play, tok, steps=self.cfg.weak_steps, seed=0 + s)
+        weak = self._new_model()
+        c = self.cfg
+        weak_losses = sft_train(weak, weak_play, tok, steps=c.weak_steps, lr=c.sft_lr, batch_size=c.sft_batch_size, seed=0 + s)
         self._save('weak', weak)
         d_weak = self._describe(weak, 'weak base', '15.2')
         sft_model = copy.deepcopy(weak)
@@ -266,13 +264,14 @@ class Chapter15:
             if step == self.cfg.cold_start_step:
                 self._save('sft_step20', copy.deepcopy(sft_model))
 
-        sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=self.cfg.sft_steps, hook=hook,
-                               every=self.cfg.sft_every, seed=0 + s)
+        sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=c.sft_steps, lr=c.sft_lr, batch_size=c.sft_batch_size,
+                               hook=hook, every=c.sft_every, seed=0 + s)
         self._save('sft_step60', sft_model)
         self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
-        d_sft = self._describe(sft_model, 'oracle SFT', '15.2')
+        d_sft = self._describe(sft_model, 'oracle SFT', '15.2', by_family=True)
+        by_family = d_sft.pop('held_by_family')  # from the held-out episodes describe sampled: no extra draw
         return {'weak': d_weak, 'oracle_sft': d_sft, 'hist_sft': hist, 'weak_losses': weak_losses,
-                'sft_losses': sft_losses}
+                'sft_losses': sft_losses, 'heldout_by_family': by_family}
 
     # --- 15.3 rejection sampling and expert iteration
     def s15_3(self):
@@ -307,8 +306,10 @@ class Chapter15:
             hist_rft.append((self.cfg.rft_steps * len(hist_rft), *self.evaluate(model)))
             return {}
 
-        for row in expert_iteration(rft, self.train, tok, rounds=self.cfg.rft_rounds, n_samples=self.cfg.rft_samples,
-                                    steps=self.cfg.rft_steps, sample_seed=100 + s, sft_seed=0 + s, evaluate=after_round):
+        c = self.cfg
+        for row in expert_iteration(rft, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
+                                    sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
+                                    temperature=c.sample_temperature, evaluate=after_round):
             rounds.append(row)
             k = row['round']
             self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
@@ -328,7 +329,8 @@ class Chapter15:
     # --- 15.4 DPO for agent trajectories
     def _pairs(self):
         if 'pairs' not in self.data:
-            _, sample = pass_rate(self._model('weak'), self.train, self.tok, self.cfg.rft_samples, seed=300 + self.seed)
+            _, sample = pass_rate(self._model('weak'), self.train, self.tok, self.cfg.rft_samples,
+                                  temperature=self.cfg.sample_temperature, seed=300 + self.seed)
             self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed)
         return self.data['pairs']
 
@@ -343,7 +345,8 @@ class Chapter15:
 
         if not self._pairs():
             return policy, [], monitor
-        log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=0.1, lr=1e-3, nll_weight=nll_weight,
+        log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=self.cfg.dpo_beta, lr=self.cfg.dpo_lr,
+                        nll_weight=nll_weight,
                         every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor)
         return policy, log, monitor
 
@@ -364,6 +367,13 @@ class Chapter15:
         return {'loss_values': values, 'pairs': len(pairs), 'tasks_with_pair': n_tasks, 'log': log, 'monitor': monitor}
 
     # --- 15.5 four recipes from the same weak base
+    def _rl(self, model, steps, start=0):
+        """REINFORCE with the run's RL knobs, in place -> history of (step, train pass, held-out pass)."""
+        c = self.cfg
+        return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
+                        group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
+                        entropy_bonus=c.rl_entropy_bonus)
+
     def s15_5(self):
         s, tok = self.seed, self.tok
         hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
@@ -371,16 +381,15 @@ class Chapter15:
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
         n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
-        hist_cold = hist_sft[:n_cold] + train_rl(cold_rl, self.train, tok, c.rl_cold_steps, start=c.cold_start_step,
-                                                 seed=0 + s, every=c.rl_every, evaluate=self.evaluate)[1:]
+        hist_cold = hist_sft[:n_cold] + self._rl(cold_rl, c.rl_cold_steps, start=c.cold_start_step)[1:]
         self._save('sft_rl', cold_rl)
         rl_only = copy.deepcopy(self._model('weak'))
-        hist_rl = train_rl(rl_only, self.train, tok, c.rl_only_steps, seed=0 + s, every=c.rl_every, evaluate=self.evaluate)
+        hist_rl = self._rl(rl_only, c.rl_only_steps)
         self._save('rl_only', rl_only)
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
         for name, hist in recipes.items():
             self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
-        n_train, batch = len(self.train), 8 * 8  # REINFORCE: 8 tasks x group 8
+        n_train, batch = len(self.train), c.rl_tasks * c.rl_group  # REINFORCE: tasks x group per step
         cost = {'SFT (oracle)': (n_train, 0), 'RFT': (0, c.rft_rounds * c.rft_samples * n_train),
                 'SFT -> RL': (n_train, c.rl_cold_steps * batch), 'RL only': (0, c.rl_only_steps * batch)}
         self._say(f'{"recipe":<13}{"demos":>7}{"sampled":>9}{"train":>7}{"held":>6}', '15.5')
@@ -398,7 +407,9 @@ class Chapter15:
             self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
 
         mismatched = copy.deepcopy(self._model('weak'))
-        sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=self.cfg.mismatch_steps, seed=0 + s)
+        c = self.cfg
+        sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=c.mismatch_steps, lr=c.sft_lr,
+                  batch_size=c.sft_batch_size, seed=0 + s)
         self._save('mismatched', mismatched)
         demo_text = tok.decode(strip_wrappers(self.oracle_demos[0]).ids[7:16].tolist())
         self._say(f'demo text: {demo_text}', '15.6')
@@ -427,9 +438,9 @@ class Chapter15:
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        for row in expert_iteration(hacker, self.train, tok, rounds=self.cfg.hack_rounds, n_samples=self.cfg.rft_samples,
-                                    steps=self.cfg.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public',
-                                    evaluate=after_round):
+        for row in expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
+                                    sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
+                                    batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round):
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
@@ -461,7 +472,7 @@ class Chapter15:
         for label, mask in [('STaR, forced op masked', True), ('STaR, forced op trained', False)]:
             model = copy.deepcopy(weak)
             hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                                  seed=100 + s, mask_forced=mask)
+                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size)
             rows[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
         out['star'] = rows
         self._say('STaR vs expert iteration, train pass per family: ' + ' | '.join(
@@ -476,7 +487,7 @@ class Chapter15:
             return {}
 
         rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                               sample_seed=100 + s, sft_seed=0 + s, evaluate=after)
+                               sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after)
         out['rft_baseline'] = {'RFT': self.results['15.3']['hist_rft'], 'RFT + group baseline': hist_b}
         self._say(f"RFT final train/held {self.results['15.3']['hist_rft'][-1][1]:.2f}/{self.results['15.3']['hist_rft'][-1][2]:.2f}"
                   f" | RFT + group baseline {hist_b[-1][1]:.2f}/{hist_b[-1][2]:.2f}", 'beyond')
@@ -491,12 +502,13 @@ class Chapter15:
         for label, nll in [('online DPO', 0.0), ('online DPO + NLL', 1.0)]:
             model = copy.deepcopy(weak)
             dpo[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
-                                          n_samples=c.rft_samples, nll_weight=nll, seed=300 + s, evaluate=evaluate_dpo,
-                                          every=c.dpo_every)
+                                          n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
+                                          seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every)
         for loss in ['ipo', 'hinge']:
             model, pairs = copy.deepcopy(weak), self._pairs()
             dpo[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
-                model, pairs, tok, steps=c.dpo_steps, loss=loss, every=c.dpo_every, evaluate=evaluate_dpo) if pairs else []
+                model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
+                evaluate=evaluate_dpo) if pairs else []
         for rows_ in dpo.values():  # one name for the invalid calls the policy makes in evaluation
             for r in rows_:
                 if 'eval_invalid' in r:
@@ -507,12 +519,12 @@ class Chapter15:
 
         # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
         sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
-                                    every=c.sft_every, group=c.probe_group, seed=0 + s)
+                                    every=c.sft_every, group=c.probe_group, seed=0 + s, lr=c.sft_lr,
+                                    batch_size=c.sft_batch_size)
         rl = {}
         for label, start in [(f'chosen (step {sel.step})', sel.best), (f'last (step {c.sft_steps})', sel.last)]:
             model = copy.deepcopy(start)
-            rl[label] = train_rl(model, self.train, tok, c.rl_cold_steps, seed=0 + s, every=c.rl_every,
-                                 evaluate=self.evaluate)
+            rl[label] = self._rl(model, c.rl_cold_steps)
         out['select'] = {'step': sel.step, 'table': sel.table, 'rl': rl}
         self._say(f'checkpoint chosen by informative groups: step {sel.step}; RL from it vs from the last: ' + ' | '.join(
             f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in rl.items()), 'beyond')
@@ -522,8 +534,10 @@ class Chapter15:
         for label, name, steps, start in [('SFT -> GRPO', 'sft_step20', c.rl_cold_steps, c.cold_start_step),
                                           ('GRPO only', 'weak', c.rl_only_steps, 0)]:
             model = copy.deepcopy(self._model(name))
-            hist, logs = train_grpo(model, self.train, tok, steps, GRPOConfig(seed=0 + s), evaluate=self.evaluate,
-                                    every=c.rl_every, start=start)
+            knobs = GRPOConfig(n_tasks=c.rl_tasks, group=c.rl_group, lr=c.rl_lr, temperature=c.rl_temperature,
+                               ent_coef=c.rl_entropy_bonus, seed=0 + s)  # the same samples and knobs as REINFORCE
+            hist, logs = train_grpo(model, self.train, tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
+                                    start=start)
             grpo[label] = {'hist': hist, 'logs': logs}
         out['grpo'] = grpo
         curves = self.results['15.5']['curves']

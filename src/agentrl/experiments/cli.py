@@ -1,4 +1,4 @@
-"""Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``."""
+"""Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``, ``compare``, ``report``, ``show``."""
 from __future__ import annotations
 
 import time
@@ -11,20 +11,40 @@ def _threads(n):
         torch.set_num_threads(n)
 
 
+def _error(command, e) -> int:
+    import sys
+    print(f'agentrl {command}: error: {e}', file=sys.stderr)
+    return 2
+
+
 def _reproduce(args):
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
+    from .config import resolve
+    try:  # every setting is checked before anything runs (and before torch is imported)
+        config, overrides = resolve(args.smoke, args.config, args.sets)
+    except ValueError as e:
+        return _error('reproduce', e)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from . import figures, report
     from .bands import check_transcript
-    from .ch15 import SECTIONS, TITLES, Ch15Config, Chapter15
+    from .ch15 import SECTIONS, TITLES, Chapter15
 
     _threads(args.threads)
     console = Console()
     out = Path(args.out)
     t0 = time.perf_counter()
+    log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
+    try:  # model settings and --resume into another config are refused here, before any section runs
+        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
+                        overrides=overrides, policy=args.policy)
+    except ValueError as e:
+        return _error('reproduce', e)
+    if overrides:
+        console.print('settings changed from the ' + ('smoke preset' if args.smoke else "chapter's") + ': ' +
+                      ', '.join(f'{k}={v}' for k, v in overrides.items()), markup=False, highlight=False)
     with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if args.extended else 0))
@@ -37,16 +57,14 @@ def _reproduce(args):
             else:
                 bar.update(job, description=f'{section} {TITLES[section]}')
 
-        log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
-        config = Ch15Config.smoke() if args.smoke else Ch15Config()
-        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, progress=progress, config=config,
-                        extended=args.extended)
+        run.progress = progress
         results = run.run()
         bar.update(job, description='figures and report')
     findings = check_transcript(run.transcript())
     paths = figures.draw_all(results, out)
     report.write(out, results, findings, args.seed, run.timing)
-    table = Table(title=f'Chapter 15 findings (seed shift {args.seed})')
+    arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
+    table = Table(title=f'Chapter 15 findings (seed shift {args.seed}{arch})')
     for col in ('finding (BANDS.md)', 'measured', 'holds'):
         table.add_column(col)
     for name, ok, fig in findings:
@@ -78,6 +96,7 @@ def _show(args):
 
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
+    from .sweep import add_setting_args
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
     rep.add_argument('--seed', type=int, default=0, help='shift every seed of the chapter by this much (0 = the chapter)')
     rep.add_argument('--out', default='runs/reproduce', help='output folder (default runs/reproduce)')
@@ -89,6 +108,10 @@ def add_commands(sub):
                      'group-policy-gradient trainer, and add "Beyond the chapter" to the report')
     rep.add_argument('--smoke', action='store_true', help='a tiny budget that exercises every section in seconds '
                      '(for testing the pipeline; its findings are meaningless)')
+    add_setting_args(rep)
+    rep.add_argument('--policy', default='tiny', choices=('tiny', 'gpt2', 'llama'),
+                     help="the policy's architecture: the TinyAgent (default), or a randomly initialised transformers "
+                     "GPT-2 or Llama of its width, depth and heads on the same vocabulary (needs the hf extra)")
     rep.set_defaults(func=_reproduce)
 
     bench = sub.add_parser('bench', help='rollout / KV-cache / SFT-step throughput, side by side with a same-size HF GPT2')
@@ -100,6 +123,10 @@ def add_commands(sub):
     # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweep.py)
     from .sweep import add_parser as add_sweep
     add_sweep(sub)
+
+    # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in compare.py)
+    from .compare import add_parser as add_compare
+    add_compare(sub)
 
     page = sub.add_parser('report', help="write DIR/report.html: findings, tables, figures, trajectory browser, DPO pairs")
     page.add_argument('dir', help='a reproduction folder (what `agentrl reproduce --out` wrote)')

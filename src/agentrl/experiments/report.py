@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .bands import CHAPTER
+from .tables import bold_min, by_family, shares, table
 
 # The chapter's printed figures (chapter15.md), for side-by-side tables.
 CH_DESCRIBE = {'weak base': (0.144, 0.138, 0.06, 0.29, 0.251), 'oracle SFT': (0.981, 0.887, 0.02, 1.00, 0.022),
@@ -18,10 +19,7 @@ CH_PROBE = {'weak base': (0.14, 0.60, 0.255), 'SFT step 20': (0.82, 0.70, 0.126)
 CH_HACK = [(83, 35, 0.61, 0.23), (188, 111, 0.94, 0.34), (287, 185, 0.97, 0.36)]
 
 
-def _table(header, rows) -> str:
-    out = ['| ' + ' | '.join(header) + ' |', '|' + '|'.join(' --- ' for _ in header) + '|']
-    out += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
-    return '\n'.join(out)
+_table = table  # the name this module's tables have always used
 
 
 def render(results: dict, findings: list, seed: int, timing: dict | None = None) -> str:
@@ -53,6 +51,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
            _table(['policy', 'train', 'held-out', 'invalid/ep', 'reads', 'action entropy'], rows), '',
            _table(['SFT step', 'train', 'held-out', 'chapter train', 'chapter held-out'],
                   [(k, f'{a:.2f}', f'{b:.2f}', f'{ca:.2f}', f'{cb:.2f}') for (k, a, b), (_, ca, cb) in zip(R['15.2']['hist_sft'], CH_SFT)]), '']
+    md += family_transfer(R['15.2'])
     s3 = R['15.3']
     identity = (f"Gradient identity: kept {s3['kept_of_sample'][0]} of {s3['kept_of_sample'][1]}, token ratio {s3['token_ratio']:.4f}, "
                 f"max |g_pg - ratio * g_rft| = {s3['grad_gap']:.1e} (chapter 1.4e-09); cosine(baseline PG, RFT) = {s3['cosine']:.3f} (chapter 0.985)."
@@ -88,7 +87,8 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
                   [(name, f"{r['train']:.2f}", f"{r['held']:.2f}", f"{r['invalid']:.2f}", f"{r['d_chosen']:+.2f}", f"{r['d_rejected']:+.2f}")
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
            f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1 (chapter 21 of 84). "
-           f"Family share raw {s6['dedup']['share_raw']}, deduplicated {s6['dedup']['share_deduped']}.", '',
+           f"Family share raw {shares(by_family(s6['dedup']['share_raw']))}; "
+           f"deduplicated {shares(by_family(s6['dedup']['share_deduped']))}.", '',
            _table(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
                   [(r['round'], r['kept'], r['hacks'], f"{r['hacks'] / max(r['kept'], 1):.0%}", f"{r['public']:.2f}", f"{r['hidden']:.2f}",
                     ', '.join(str(x) for x in c)) for r, c in zip(s6['hacking'], CH_HACK)]), '',
@@ -98,6 +98,16 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
     if timing:
         md += ['## Time', '', _table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
     return '\n'.join(md)
+
+
+def family_transfer(s2: dict) -> list:
+    """15.2's held-out pass per bug family after oracle SFT, the lowest in bold (nothing for runs that predate it)."""
+    fam = by_family(s2.get('heldout_by_family'))
+    if not fam:
+        return []
+    return ['Held-out pass per bug family after oracle SFT, from the held-out episodes of the oracle SFT row above '
+            '(the lowest in bold). Section 15.2\'s transfer holds only if every family carries over to unseen functions.', '',
+            _table(['', *fam], [('held-out pass', *bold_min(list(fam.values())))]), '']
 
 
 def write(out: Path, results: dict, findings: list, seed: int, timing: dict | None = None) -> Path:

@@ -12,7 +12,7 @@ import torch
 from ..env import BugFixEnv
 from ..render import OWNER, EpisodeBuilder, Trajectory, collate
 from ..tasks import make_tasks
-from .evaluation import action_entropy, pass_rate
+from .evaluation import action_entropy, family_rates, pass_rate
 
 
 def informative_fraction(rewards: torch.Tensor) -> float:
@@ -27,14 +27,20 @@ def probe(model, tasks, tok, group=8, seed=5):
     return rewards.mean().item(), informative_fraction(rewards), action_entropy(model, collate(trajs, tok.pad_id))
 
 
-def describe(model, train, heldout, tok, n=8, seed=0) -> dict:
-    """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2)."""
+def describe(model, train, heldout, tok, n=8, seed=0, by_family=False) -> dict:
+    """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2).
+
+    ``by_family`` adds ``held_by_family``: held-out pass per bug family, from the same held-out episodes.
+    """
     rate_train, trajs = pass_rate(model, train, tok, n, seed=seed)
-    rate_held, _ = pass_rate(model, heldout, tok, n, seed=seed)
-    return {'train': rate_train, 'held': rate_held,
-            'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs),
-            'reads': sum(' read ' in t.info['actions'] for t in trajs) / len(trajs),
-            'entropy': action_entropy(model, collate(trajs, tok.pad_id))}
+    rate_held, held = pass_rate(model, heldout, tok, n, seed=seed)
+    out = {'train': rate_train, 'held': rate_held,
+           'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs),
+           'reads': sum(' read ' in t.info['actions'] for t in trajs) / len(trajs),
+           'entropy': action_entropy(model, collate(trajs, tok.pad_id))}
+    if by_family:
+        out['held_by_family'] = family_rates(held)
+    return out
 
 
 def strip_wrappers(traj: Trajectory) -> Trajectory:

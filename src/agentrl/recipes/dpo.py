@@ -6,6 +6,7 @@ term (both face the same environment), so each ratio is a sum over *action token
 """
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -23,8 +24,24 @@ def episode_logp(model, batch) -> torch.Tensor:
     return (sequence_log_probs(model, batch['ids']) * batch['action_mask']).sum(-1)  # [B]
 
 
+def _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta):
+    """Four tensors of one shape [B] (one entry per pair) and a finite beta > 0, else ValueError naming the culprit."""
+    args = {'policy_logp_chosen': policy_logp_chosen, 'policy_logp_rejected': policy_logp_rejected,
+            'ref_chosen': ref_chosen, 'ref_rejected': ref_rejected}
+    for name, t in args.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f'{name} must be a tensor of summed log-probs [B], got {type(t).__name__}')
+    shapes = {name: tuple(t.shape) for name, t in args.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError('dpo_loss needs one value per pair in each argument (all of shape [B]), got shapes '
+                         + ', '.join(f'{k} {list(v)}' for k, v in shapes.items()))
+    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f'beta must be a finite number > 0, got {beta!r}')
+
+
 def dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta=0.1):
     """DPO loss from summed action log-probs, each [B] -> scalar; reference terms are constants (section 15.4)."""
+    _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
     chosen_ratio = policy_logp_chosen - ref_chosen.detach()  # [B]
     rejected_ratio = policy_logp_rejected - ref_rejected.detach()  # [B]
     return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
@@ -38,6 +55,7 @@ def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_re
     """
     if loss not in LOSSES:
         raise ValueError(f'unknown loss {loss!r}; valid losses are {list(LOSSES)}')
+    _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
     if loss == 'sigmoid':
         return dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
     margin = (policy_logp_chosen - ref_chosen.detach()) - (policy_logp_rejected - ref_rejected.detach())  # [B]
@@ -84,6 +102,9 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     pairs = list(pairs)
     if not pairs:
         raise ValueError('train_dpo needs at least one (chosen, rejected) pair, got an empty list')
+    for name, value in (('beta', beta), ('lr', lr)):
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+            raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
     chosen_b = collate([c for c, _ in pairs], tok.pad_id)
     rejected_b = collate([r for _, r in pairs], tok.pad_id)
     with torch.no_grad():

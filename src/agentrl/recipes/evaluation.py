@@ -1,4 +1,4 @@
-"""Measuring a policy in the gym: pass rate and action entropy (section 15.2)."""
+"""Measuring a policy in the gym: pass rate, pass rate per bug family, and action entropy (section 15.2)."""
 from __future__ import annotations
 
 import torch
@@ -6,6 +6,7 @@ import torch
 from ..env import BugFixEnv
 from ..model import entropy_from_logits
 from ..rollout import rollout_batch
+from ..tasks import FAMILIES
 
 
 def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden'):
@@ -15,6 +16,26 @@ def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='h
     envs = [BugFixEnv(reward=reward) for _ in batch_tasks]
     trajs = rollout_batch(model, envs, batch_tasks, tok, temperature=temperature, generator=gen)
     return sum(t.reward for t in trajs) / len(trajs), trajs
+
+
+def family_rates(trajs) -> dict:
+    """Mean reward per bug family of some episodes -> {family: pass}, in ``FAMILIES`` order (families present only)."""
+    out = {}
+    for f in FAMILIES:
+        rs = [t.reward for t in trajs if t.info['family'] == f]
+        if rs:
+            out[f] = sum(rs) / len(rs)
+    return out
+
+
+def family_pass(model, tasks, tok, n_samples=4, seed=0) -> dict:
+    """Pass rate per family, ``n_samples`` episodes per task -> {family: pass} (families of ``tasks`` only).
+
+    The same episodes as ``pass_rate(model, tasks, tok, n_samples, seed=seed)``. On the held-out tasks after
+    oracle SFT this is section 15.2's transfer, family by family: the skill (read the source, pick the fix from
+    its cue) carries over to unseen functions only if every family does.
+    """
+    return family_rates(pass_rate(model, tasks, tok, n_samples, seed=seed)[1])
 
 
 def action_entropy(model, batch) -> float:

@@ -1,50 +1,88 @@
-"""REINFORCE with a per-task group-mean baseline (section 15.5).
+"""REINFORCE with a per-task group-mean baseline (section 15.5), and section 15.6's two RL-side remedies.
 
 Each step samples ``group`` episodes for each of ``n_tasks`` tasks, subtracts each task's mean
 reward from its episodes' rewards (the group baseline), and weights every action token's log-prob
 by that advantage. A group whose episodes all pass or all fail has zero advantage everywhere: it
 teaches nothing, which is why section 15.6 measures the fraction of informative groups.
+
+Section 15.6 lists what helps when SFT has left the policy nearly deterministic: (b) a hotter
+rollout (``temperature``: the episodes are sampled at it, while the update still follows the
+policy's own log-probs, so only the behaviour changes), and (c) an entropy bonus
+(``entropy_bonus``: its weight times the mean action-token entropy is subtracted from the loss).
 """
 from __future__ import annotations
 
+import math
 import random
 
 import torch
+import torch.nn.functional as F
 
 from ..env import BugFixEnv
-from ..model import sequence_log_probs
+from ..model import entropy_from_logits, sequence_log_probs
 from ..render import collate
 from ..rollout import rollout_batch
 
 
-def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8) -> float:
-    """One REINFORCE step with a per-task group-mean baseline -> mean batch reward (section 15.5)."""
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
+    for name, value in (('n_tasks', n_tasks), ('group', group)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f'{name} must be a positive int, got {value!r}')
+    for name, value in (('temperature', temperature), ('lr', lr)):
+        if not (_finite(value) and value > 0):
+            raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
+    if not (_finite(entropy_bonus) and entropy_bonus >= 0):
+        raise ValueError(f'entropy_bonus must be a finite number >= 0, got {entropy_bonus!r}')
+
+
+def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0) -> float:
+    """One REINFORCE step with a per-task group-mean baseline -> mean batch reward (section 15.5).
+
+    Episodes are sampled at ``temperature``; ``entropy_bonus`` > 0 subtracts that weight times the mean
+    action-token entropy from the loss (section 15.6, remedies b and c).
+    """
+    _check(n_tasks, group, temperature, entropy_bonus)
     batch_tasks = [t for t in rng.sample(list(tasks), n_tasks) for _ in range(group)]
-    trajs = rollout_batch(model, [BugFixEnv() for _ in batch_tasks], batch_tasks, tok, generator=gen)
+    trajs = rollout_batch(model, [BugFixEnv() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
     b = collate(trajs, tok.pad_id)
     rewards = b['rewards'].view(n_tasks, group)  # [tasks, G]
     advantages = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1)  # [B, 1]
-    logp = sequence_log_probs(model, b['ids'])  # [B, T-1]
     mask = b['action_mask']  # [B, T-1]
+    if entropy_bonus:
+        logits = model(b['ids'])[:, :-1]  # [B, T-1, V]
+        logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
+        entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
+    else:
+        logp = sequence_log_probs(model, b['ids'])  # [B, T-1]
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
+    if entropy_bonus:
+        pg_loss = pg_loss - entropy_bonus * entropy
     opt.zero_grad()
     pg_loss.backward()
     opt.step()
     return rewards.mean().item()
 
 
-def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None):
+def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
+             temperature=1.0, entropy_bonus=0.0):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
     first step and every ``every`` steps. ``start`` offsets the step numbers, so a cold-started
-    run continues the x axis of its SFT phase.
+    run continues the x axis of its SFT phase. ``temperature`` and ``entropy_bonus``: see ``reinforce_step``.
     """
+    _check(n_tasks, group, temperature, entropy_bonus, lr)
+    if n_tasks > len(list(tasks)):
+        raise ValueError(f'n_tasks ({n_tasks}) exceeds the {len(list(tasks))} tasks given')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     history = [(start, *evaluate(model))] if evaluate is not None else []
     for step in range(1, steps + 1):
-        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group)
+        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus)
         if evaluate is not None and step % every == 0:
             history.append((start + step, *evaluate(model)))
     return history

@@ -52,7 +52,8 @@ def family_share(trajs) -> dict:
 
 
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
-                     reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None):
+                     reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
+                     temperature=1.0):
     """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
 
     Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
@@ -60,13 +61,13 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
     and runs ``steps`` SFT steps on them with seed ``sft_seed + k``. Each round's dict holds the
     sample pass rate, the kept episodes, the solved task names, ``hacks`` (kept episodes that fail
     the hidden tests: the exploit under ``reward='public'``), and whatever ``evaluate(model)``
-    returns (a dict), measured after the round's SFT.
+    returns (a dict), measured after the round's SFT. Episodes are sampled at ``temperature``.
     """
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f'rounds must be a positive int, got {rounds!r}')
     history = []
     for k in range(rounds):
-        rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward)
+        rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k, reward=reward)
         kept = keep_successes(sample)
         if dedup:
             kept = dedup_by_actions(kept)

@@ -6,6 +6,8 @@ masked objective: ``sft_loss`` averages the negative log-prob over action tokens
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..model import sequence_log_probs
@@ -32,8 +34,8 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     for name, value in (('steps', steps), ('batch_size', batch_size), ('every', every)):
         if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'steps' else 1):
             raise ValueError(f'{name} must be a positive int, got {value!r}')
-    if not lr > 0:
-        raise ValueError(f'lr must be > 0, got {lr!r}')
+    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f'lr must be a finite number > 0, got {lr!r}')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     losses = []

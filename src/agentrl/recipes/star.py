@@ -29,7 +29,7 @@ import torch
 from ..env import BugFixEnv
 from ..render import Trajectory
 from ..rollout import rollout_batch
-from ..tasks import FAMILIES
+from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
 from .sft import sft_train
 
 
@@ -72,22 +72,6 @@ def rationalize(model, tasks, tok, n_samples, generator=None, mask=True) -> list
     trajs = rollout_batch(model, [BugFixEnv() for _ in b_tasks], b_tasks, tok, generator=generator,
                           force=edit_forcer(op_ids, tok))
     return [mask_forced_tokens(t) for t in trajs] if mask else trajs
-
-
-def family_pass(model, tasks, tok, n_samples=4, seed=0) -> dict:
-    """Pass rate per family, ``n_samples`` episodes per task -> {family: pass} (families of ``tasks`` only).
-
-    For ``star_iteration(..., evaluate=lambda m: {'family': family_pass(m, train, tok)})``.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    b_tasks = [t for t in tasks for _ in range(n_samples)]
-    trajs = rollout_batch(model, [BugFixEnv() for _ in b_tasks], b_tasks, tok, generator=gen)
-    out = {}
-    for f in FAMILIES:
-        rs = [t.reward for t in trajs if t.info['family'] == f]
-        if rs:
-            out[f] = sum(rs) / len(rs)
-    return out
 
 
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,

@@ -1,0 +1,293 @@
+"""A renderer for any tokenizer with a chat template (issue 13).
+
+An episode is a conversation: the task prompt as the ``user`` message, each call as an
+``assistant`` message, each env reply as a ``tool`` message. ``ChatRenderer`` renders it token for
+token as ``tokenizer.apply_chat_template(messages, tokenize=True)`` does, and gives every token
+its owner (``render.OWNER``):
+
+- the template's markers and role headers (``<|im_start|>tool\\n``, ``<|start_header_id|>...``,
+  the generation prompt) are ``template``;
+- the end-of-turn marker right after a call (``<|im_end|>``, ``<|eot_id|>``, ``<stop>``) is
+  ``policy``: the policy must learn to emit it, and sampling stops at it;
+- the prompt's content is ``prompt``, a call's content ``policy``, a reply's content ``tool``.
+
+So ``action_mask`` is 1 exactly on each assistant message's content and its end-of-turn marker.
+
+Token in, token out: a sampled call's ids are kept as sampled, never re-tokenised from its text;
+only the prompt, the replies and the template are tokenised. When the sampled ids are the
+tokenizer's own encoding of the call text, the episode is token-identical to rendering its
+messages. A call cut at the length limit has no end-of-turn marker: none is added (the policy did
+not emit one), and its message says so with ``"end_of_turn": false``.
+
+How it works: the template is rendered once with placeholder contents and split into its literal
+pieces (the header before the prompt, the text between a call and a reply, ...), each tokenised
+once; an episode is then the concatenation of those pieces and the tokenised contents. The
+constructor checks this against the tokenizer's own ``apply_chat_template`` on a probe
+conversation and refuses templates or tokenizers where they differ (a template that renders a
+message differently by position, or a tokenizer that merges across a template boundary).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import torch
+
+from .render import OWNER, Trajectory
+
+_TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
+_SENTINELS = ('XXUSERXX', 'XXCALLAXX', 'XXREPLYAXX', 'XXCALLBXX', 'XXREPLYBXX', 'XXCALLCXX')
+_PROBE = ('fix clamp : tests fail', 'read', 'def clamp ( x , lo , hi ) : <nl> <in> return min ( max ( x , lo ) , hi )',
+          'edit swap_minmax', 'edited : public tests pass', 'submit', 'submitted')
+CALLS = ('read', 'test', 'submit', 'edit swap_minmax', 'edit fix_range_end', 'edit fix_compare', 'edit guard_zero',
+         'edit fix_init', 'edit hardcode_tests')
+"""Every well-formed call of the BugFix gym (the renderer's default call length limit fits the longest)."""
+
+
+def chat_ids(out) -> list[int]:
+    """The ids of ``apply_chat_template(..., tokenize=True)``, whether it returned a list or (transformers 5)
+    a dict-like ``BatchEncoding``."""
+    if isinstance(out, Mapping) or hasattr(out, 'input_ids'):
+        out = out['input_ids']
+    if hasattr(out, 'tolist'):
+        out = out.tolist()
+    return list(out)
+
+
+def episode_messages(prompt: str, calls, replies) -> list[dict]:
+    """Messages of an episode: ``prompt`` as user, then each call (assistant) and its reply (tool).
+
+    ``replies`` may be one shorter than ``calls`` (an episode cut after its last call)."""
+    messages = [{'role': 'user', 'content': prompt}]
+    for k, call in enumerate(calls):
+        messages.append({'role': 'assistant', 'content': call})
+        if k < len(replies):
+            messages.append({'role': 'tool', 'content': replies[k]})
+    return messages
+
+
+class ChatRenderer:
+    """Render BugFix episodes through ``tokenizer``'s chat template (a renderer: see ``agentrl.policy``).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (a fast one: ``PreTrainedTokenizerFast``) with a chat template.
+        chat_template: a template to use instead of the tokenizer's own.
+        max_call_tokens: most tokens a sampled call may have, the end-of-turn marker included
+            (default: the longest well-formed call's encoding + 1 + ``call_slack``).
+        call_slack: extra tokens a sampled call may take beyond the longest well-formed one
+            (a model may spell a call with more tokens than the tokenizer would).
+    """
+
+    def __init__(self, tokenizer, chat_template: str | None = None, max_call_tokens: int | None = None,
+                 call_slack: int = 2):
+        self.tokenizer = tokenizer
+        self.template = chat_template
+        if chat_template is None and not getattr(tokenizer, 'chat_template', None):
+            raise ValueError(f'{type(tokenizer).__name__} has no chat template; pass chat_template=...')
+        backend = getattr(tokenizer, 'backend_tokenizer', None) or getattr(tokenizer, '_tokenizer', None)
+        self._encode_fast = (lambda text: backend.encode(text, add_special_tokens=False).ids) if backend is not None \
+            else (lambda text: tokenizer.encode(text, add_special_tokens=False))
+        self._derive_pieces()
+        self.vocab_size = len(tokenizer)
+        pad = getattr(tokenizer, 'pad_token_id', None)
+        self.pad_id = int(pad) if pad is not None else self.stop_id
+        self._longest_call = max(len(self.encode(c)) for c in CALLS)
+        if max_call_tokens is not None and (not isinstance(max_call_tokens, int) or max_call_tokens < 1):
+            raise ValueError(f'max_call_tokens must be a positive int, got {max_call_tokens!r}')
+        self.max_call_tokens = max_call_tokens or self._longest_call + 1 + call_slack
+        self._check_probe()
+
+    # --- the template's pieces
+    def render_text(self, messages, add_generation_prompt: bool = False) -> str:
+        """The template's text for ``messages``."""
+        kw = {'chat_template': self.template} if self.template is not None else {}
+        return self.tokenizer.apply_chat_template(list(messages), tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt, **kw)
+
+    def apply_chat_template(self, messages, **kw) -> list[int]:
+        """``tokenizer.apply_chat_template(messages, tokenize=True)`` as a list of ids (the reference)."""
+        if self.template is not None:
+            kw.setdefault('chat_template', self.template)
+        return chat_ids(self.tokenizer.apply_chat_template(list(messages), tokenize=True, **kw))
+
+    def _derive_pieces(self):
+        u, a1, t1, a2, t2, a3 = _SENTINELS
+        msgs = episode_messages(u, [a1, a2, a3], [t1, t2])
+        pattern = '(' + '|'.join(_SENTINELS) + ')'
+
+        def split(text, expect):
+            parts = re.split(pattern, text)
+            found = parts[1::2]
+            if found != list(expect):
+                raise ValueError(f'the chat template does not render each message content once, in order '
+                                 f'(found {found}); it cannot be split into pieces')
+            return parts[0::2]  # the literal pieces around the contents
+
+        head, p_ua, p_at, p_ta, p_at2, p_ta2, tail_a = split(self.render_text(msgs), _SENTINELS)
+        *_, tail_t = split(self.render_text(msgs[:5]), _SENTINELS[:5])
+        _, gen_u = split(self.render_text(msgs[:1], add_generation_prompt=True), _SENTINELS[:1])
+        *_, gen_t = split(self.render_text(msgs[:3], add_generation_prompt=True), _SENTINELS[:3])
+        enc = self.encode
+        self.head, self.user_to_call = enc(head), enc(p_ua)
+        self.call_to_reply, self.reply_to_call = enc(p_at), enc(p_ta)
+        self.call_end, self.reply_end = enc(tail_a), enc(tail_t)
+        checks = {'a second call-to-reply piece': (enc(p_at2), self.call_to_reply),
+                  'a second reply-to-call piece': (enc(p_ta2), self.reply_to_call),
+                  'the generation prompt after the prompt': (enc(gen_u), self.user_to_call),
+                  'the generation prompt after a reply': (enc(gen_t), self.reply_to_call)}
+        for what, (got, want) in checks.items():
+            if got != want:
+                raise ValueError(f'the chat template renders {what} differently ({got} vs {want}); '
+                                 'ChatRenderer needs a template that renders every turn the same way')
+        if not self.call_to_reply or not self.call_end or self.call_to_reply[0] != self.call_end[0]:
+            raise ValueError('could not find the end-of-turn marker after an assistant message: the template must '
+                             'close each assistant message with the same token, both mid-episode and at its end')
+        self.stop_id = self.call_to_reply[0]
+        self.eot = self.tokenizer.convert_ids_to_tokens(self.stop_id)
+
+    def _check_probe(self):
+        prompt, *rest = _PROBE
+        calls, replies = rest[0::2], rest[1::2]
+        for n_replies in (len(calls), len(calls) - 1):
+            msgs = episode_messages(prompt, calls, replies[:n_replies])
+            mine, theirs = self.render_messages(msgs).ids.tolist(), self.apply_chat_template(msgs)
+            if mine != theirs:
+                i = next((k for k, (x, y) in enumerate(zip(mine, theirs)) if x != y), min(len(mine), len(theirs)))
+                raise ValueError(f'rendering piece by piece differs from apply_chat_template at token {i}: the '
+                                 'tokenizer merges text across a template boundary, which ChatRenderer cannot follow')
+
+    # --- the renderer protocol
+    def encode(self, text: str) -> list[int]:
+        """Tokenise ``text`` alone (no special tokens added)."""
+        return list(self._encode_fast(text))
+
+    def decode(self, ids) -> str:
+        if hasattr(ids, 'tolist'):
+            ids = ids.tolist()
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def new_episode(self) -> 'ChatEpisode':
+        return ChatEpisode(self)
+
+    def call_limit(self, env) -> int:
+        return self.max_call_tokens
+
+    def encode_call(self, text: str) -> list[int]:
+        return self.encode(text) + [self.stop_id]
+
+    def call_text(self, ids) -> str:
+        ids = list(ids)
+        if ids and ids[-1] == self.stop_id:
+            ids = ids[:-1]
+        return self.decode(ids)
+
+    # --- messages <-> trajectories
+    def render_messages(self, messages, reward: float = 0.0, info: dict | None = None) -> Trajectory:
+        """Render a conversation (user, then assistant / tool alternating) -> Trajectory with owners.
+
+        An assistant message with ``"end_of_turn": false`` is rendered without its end-of-turn marker
+        (a call cut at the length limit, as ``export`` writes it)."""
+        messages = list(messages)
+        if not messages or messages[0].get('role') != 'user':
+            raise ValueError('an episode starts with the user message (the task prompt)')
+        ep = self.new_episode()
+        ep.prompt(messages[0]['content'])
+        expect = 'assistant'
+        for k, m in enumerate(messages[1:], start=1):
+            role = m.get('role')
+            if role != expect:
+                raise ValueError(f'message {k}: expected role {expect!r}, got {role!r} (an episode alternates '
+                                 'assistant and tool after the user message)')
+            if role == 'assistant':
+                ids = self.encode(m['content'])
+                ep.call(ids + [self.stop_id] if m.get('end_of_turn', True) is not False else ids)
+                expect = 'tool'
+            else:
+                ep.reply(m['content'], final=k == len(messages) - 1)
+                expect = 'assistant'
+        return ep.build(reward, dict(info or {}))
+
+    def __repr__(self):
+        return f'ChatRenderer({type(self.tokenizer).__name__}, end of turn {self.eot!r}, vocab {self.vocab_size})'
+
+
+class ChatEpisode:
+    """One episode's tokens, owners, turns and behaviour log-probs under a chat template
+    (the renderer protocol's builder: ``prompt``, ``call``, ``reply``, ``build``)."""
+
+    def __init__(self, renderer: ChatRenderer):
+        self.r = renderer
+        self.ids, self.owner, self.turn, self.logprobs = [], [], [], []
+        self.turn_no = 0
+        self.open_call = False  # the last thing added is a call no reply has followed yet
+        self.closed = False
+
+    def _add(self, ids, owner):
+        self.ids += ids
+        self.owner += [owner] * len(ids) if isinstance(owner, int) else owner
+        self.turn += [self.turn_no] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        return ids
+
+    def prompt(self, text: str) -> list[int]:
+        """The header, the prompt and the generation prompt -> the ids added."""
+        r = self.r
+        content = r.encode(text)
+        return self._add(r.head + content + r.user_to_call,
+                         [_TEMPLATE] * len(r.head) + [_PROMPT] * len(content) + [_TEMPLATE] * len(r.user_to_call))
+
+    def call(self, ids, logprobs=None) -> list[int]:
+        """The policy's sampled call, kept as sampled (normally ending in the end-of-turn marker) -> the ids added."""
+        self.turn_no += 1
+        ids = list(ids)
+        self._add(ids, _POLICY)
+        if logprobs is not None:
+            self.logprobs[len(self.logprobs) - len(ids):] = list(logprobs)
+        self.open_call = True
+        return ids
+
+    def reply(self, text: str, final: bool = False) -> list[int]:
+        """A tool reply: the rest of the call's closing, the tool header, the reply, and the generation prompt
+        (or, when ``final``, the template's closing) -> the ids added."""
+        r = self.r
+        before = r.call_to_reply[1:]  # the end-of-turn marker is the call's own (or absent, for a cut call)
+        after = r.reply_end if final else r.reply_to_call
+        content = r.encode(text)
+        self.open_call, self.closed = False, final
+        return self._add(before + content + after,
+                         [_TEMPLATE] * len(before) + [_TOOL] * len(content) + [_TEMPLATE] * len(after))
+
+    def build(self, reward: float, info: dict) -> Trajectory:
+        if self.open_call:  # the episode ended after a call: the template closes that message
+            self._add(self.r.call_end[1:], _TEMPLATE)
+            self.open_call = False
+        ids = torch.tensor(self.ids, dtype=torch.long)
+        owner = torch.tensor(self.owner, dtype=torch.long)
+        return Trajectory(ids, (owner[1:] == _POLICY).float(), torch.tensor(self.logprobs[1:], dtype=torch.float),
+                          float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long))
+
+
+def replay(traj: Trajectory, renderer, env=None) -> Trajectory:
+    """Replay ``traj``'s calls (``info['actions']``) as scripted calls, each written as the renderer's own
+    encoding of its text, through ``renderer`` in a fresh env -> the scripted episode.
+
+    A sampled episode equals its replay wherever each sampled call is the tokenizer's encoding of its text."""
+    from .env import BugFixEnv
+    from .policy import as_renderer
+    from .tasks import make_tasks
+    renderer = as_renderer(renderer)
+    task = {t.name: t for t in make_tasks('all')}[traj.info['task']]
+    env = env or BugFixEnv()
+    obs, _ = env.reset(options={'task': task})
+    episode = renderer.new_episode()
+    episode.prompt(obs)
+    reward, info = 0.0, {}
+    for call in traj.info['actions']:
+        ids = renderer.encode_call(' '.join(call.split()))[:renderer.call_limit(env)]
+        episode.call(ids)
+        obs, reward, terminated, truncated, info = env.step(renderer.call_text(ids))
+        if obs:
+            episode.reply(obs, final=terminated or truncated)
+        if terminated or truncated:
+            break
+    return episode.build(reward, info)

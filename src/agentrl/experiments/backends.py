@@ -1,0 +1,178 @@
+"""Where the seeds of ``agentrl sweep`` run: the job, the two execution backends, and fault injection for tests.
+
+The job (``run_seed``) runs or resumes one seed of one variant into its folder, on one torch
+thread, so a seed's figures are the same on either backend and at any worker count.
+
+Backends. ``LocalBackend`` runs each seed attempt in its own single-worker ``ProcessPoolExecutor``
+(``forkserver`` context, preloading torch and the library once; ``spawn`` where there is no
+forkserver). One pool per attempt rather than one shared pool: when a worker of a shared pool dies,
+the executor marks *every* in-flight future broken, so a SIGKILLed seed could not be told apart from
+its innocent neighbours; with one pool per attempt a death is charged to exactly its seed. The price
+is one fork of the preloaded server per attempt (milliseconds). ``RayBackend`` runs the same job as
+a ``@ray.remote(num_cpus=1)`` task, on a local instance or on the cluster at ``address`` (the
+output folder must then be on a file system the workers share, and the workers need agentrl).
+
+Testing hook: ``AGENTRL_SWEEP_FAULT`` (read by the parent, passed to the jobs) injects faults,
+as JSON ``{"SEED": {"mode": "raise"|"kill", "after": "start"|"15.1".."15.6", "attempts": K}}``:
+attempts 1..K of that seed (in every variant) raise (or SIGKILL their own worker) right after
+section ``after`` is written (or at the job's start).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == ch15.SECTIONS (not imported: keeps this module light)
+FAULT_ENV = 'AGENTRL_SWEEP_FAULT'
+THREAD_ENV = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS')
+
+
+# --- the job (runs in a worker process or a ray task)
+
+def faults_from_env() -> dict:
+    raw = os.environ.get(FAULT_ENV)
+    if not raw:
+        return {}
+    try:
+        spec = json.loads(raw)
+        return {int(seed): {'mode': f.get('mode', 'raise'), 'after': f.get('after', 'start'), 'attempts': int(f.get('attempts', 1))}
+                for seed, f in spec.items()}
+    except (ValueError, AttributeError, TypeError) as e:
+        raise SystemExit(f'{FAULT_ENV} must be JSON like {{"1": {{"mode": "raise", "after": "15.2", "attempts": 1}}}}: {e}')
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the ``AGENTRL_SWEEP_FAULT`` testing hook."""
+
+
+def _fire(fault: dict, seed: int, attempt: int):
+    if fault['mode'] == 'kill':
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise InjectedFault(f"injected fault: seed {seed}, attempt {attempt}, after {fault['after']}")
+
+
+def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
+             extended: bool = False, overrides: dict | None = None) -> dict:
+    """Run (or resume) one seed's reproduction into ``out`` on one torch thread -> {'seed', 'seconds', 'pid', ...}.
+
+    ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record.
+    Top level and argument-only, so it pickles for a spawned process pool and for ray.
+    """
+    for var in THREAD_ENV:
+        os.environ[var] = '1'
+    import torch
+    torch.set_num_threads(1)
+    from .ch15 import Ch15Config, Chapter15
+
+    fault = fault if fault and attempt <= fault['attempts'] else None
+    if fault and fault['after'] == 'start':
+        _fire(fault, seed, attempt)
+
+    def progress(section, done, resumed=False):
+        if fault and done and not resumed and section == fault['after']:
+            _fire(fault, seed, attempt)
+
+    t0 = time.perf_counter()
+    run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
+                    config=Ch15Config(**config), extended=extended, overrides=overrides)
+    loaded = sum(s in run.results for s in SECTIONS)
+    run.run()
+    return {'seed': seed, 'attempt': attempt, 'seconds': round(time.perf_counter() - t0, 2), 'pid': os.getpid(),
+            'resumed_sections': loaded, 'threads': torch.get_num_threads()}
+
+
+# --- backends
+
+class LocalBackend:
+    """Each attempt in its own single-worker ``ProcessPoolExecutor`` (forkserver, else spawn); a dead worker breaks only its seed."""
+    name = 'local'
+
+    def __init__(self, workers: int):
+        import multiprocessing as mp
+        if 'forkserver' in mp.get_all_start_methods():
+            # a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1 already
+            # set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
+            self.ctx = mp.get_context('forkserver')
+            self.ctx.set_forkserver_preload(['agentrl.experiments.backends', 'agentrl.experiments.ch15'])
+        else:
+            self.ctx = mp.get_context('spawn')
+        self.limit = workers
+        self.pools = {}
+
+    def submit(self, *args):
+        from concurrent.futures import ProcessPoolExecutor
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=self.ctx)
+        fut = pool.submit(run_seed, *args)
+        self.pools[fut] = pool
+        return fut
+
+    def wait(self, handles, timeout):
+        from concurrent.futures import FIRST_COMPLETED, wait
+        done, _ = wait(handles, timeout=timeout, return_when=FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle):
+        from concurrent.futures.process import BrokenProcessPool
+        pool = self.pools.pop(handle)
+        try:
+            return handle.result()
+        except BrokenProcessPool as e:
+            raise WorkerDied('worker process died abruptly (killed, e.g. SIGKILL or out of memory)') from e
+        finally:
+            pool.shutdown(wait=True)
+
+    def close(self):
+        for fut, pool in list(self.pools.items()):
+            fut.cancel()
+            procs = list((getattr(pool, '_processes', None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:  # a running job is not stopped by shutdown(); end the worker we started
+                if p.is_alive():
+                    p.terminate()
+        self.pools.clear()
+
+
+class RayBackend:
+    """The same job as a ``ray.remote(num_cpus=1)`` task; our own retry (ray's is off), so both backends behave alike."""
+    name = 'ray'
+
+    def __init__(self, workers: int, address: str | None, limit: int):
+        try:
+            import ray
+        except ImportError:
+            raise SystemExit("the ray backend needs ray: pip install -e '.[ray]'  (or use --backend local)")
+        import logging
+        self.ray = ray
+        if address:
+            ray.init(address=address, logging_level=logging.WARNING)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.WARNING)
+        self.remote = ray.remote(num_cpus=1, max_retries=0)(run_seed)
+        self.limit = limit
+
+    def submit(self, *args):
+        return self.remote.remote(*args)
+
+    def wait(self, handles, timeout):
+        ready, _ = self.ray.wait(handles, num_returns=1, timeout=timeout)
+        return ready
+
+    def result(self, handle):
+        from ray.exceptions import RayTaskError, WorkerCrashedError
+        try:
+            return self.ray.get(handle)
+        except WorkerCrashedError as e:
+            raise WorkerDied(f'ray worker died abruptly: {e}') from e
+        except RayTaskError as e:  # re-raise the job's own exception (short message, like the local backend)
+            cause = getattr(e, 'cause', None)
+            raise (cause if isinstance(cause, BaseException) else e) from None
+
+    def close(self):
+        self.ray.shutdown()
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without returning (SIGKILL, OOM, segfault)."""

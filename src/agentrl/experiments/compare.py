@@ -1,0 +1,345 @@
+"""``agentrl compare A B [C ...]``: runs, sweeps or a grid's variants side by side.
+
+Each argument is a ``reproduce`` folder (one seed), a ``sweep`` folder (its aggregated seeds) or a
+``sweep --grid`` folder (each of its variants). The first variant is the baseline. For every
+variant, ``compare`` reports
+
+- each finding's hold rate over its seeds;
+- the key figures (pass rates of every section, invalid calls, entropy, 15.2's held-out pass per
+  bug family, 15.6's probe and filters) as mean and 95% CI over seeds;
+- for every other variant, its difference from the baseline with the 95% CI and two-sided p of
+  Welch's unequal-variance t-test (``stats.welch``; hold rates are tested as 0/1 outcomes);
+- the settings that differ between variants, and the provenance records (version, commit, torch,
+  threads, CPU) where they differ;
+
+in the terminal (rich), in ``OUT/compare.md`` and ``OUT/compare.json``, and as ``OUT/compare.png``:
+the four recipes' curves per variant with CI bands.
+
+Figures are only comparable at equal budgets: ``compare`` refuses variants whose chapter budgets
+(``config.BUDGETS``: steps, samples, rounds, evaluation intervals) differ, unless ``--allow KEY``
+names every key that may. Recipe hyperparameters and model settings may always differ: they are
+what an ablation changes.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .tables import fmt, table
+
+
+# --- loading
+
+def _read(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _seed_record(folder: Path) -> dict | None:
+    """One seed folder -> {'seed', 'config', 'provenance', 'sections', 'findings'}, or None if it has no results."""
+    from .bands import check_transcript
+    saved = _read(folder / 'results.json')
+    if not saved or 'sections' not in saved:
+        return None
+    tpath = folder / 'transcript.txt'
+    if tpath.is_file():
+        transcript = tpath.read_text()
+    else:
+        lines = saved.get('transcript', {})
+        transcript = '\n'.join(x for sec in ['setup', *sorted(k for k in lines if k != 'setup')] for x in lines[sec]) + '\n'
+    return {'seed': saved.get('seed'), 'config': saved.get('config') or {}, 'provenance': saved.get('provenance') or {},
+            'sections': saved['sections'], 'findings': check_transcript(transcript)}
+
+
+def _sweep_variant(folder: Path, name: str) -> dict:
+    sweep = _read(folder / 'sweep.json')
+    seeds = sweep.get('aggregated_seeds', []) if sweep else []
+    records = [r for r in (_seed_record(folder / f'seed{s}') for s in seeds) if r]
+    if not records:
+        raise ValueError(f'{folder}: sweep.json lists no finished seed with a results.json')
+    return {'name': name, 'path': str(folder), 'kind': 'sweep', 'config': sweep.get('config') or records[0]['config'],
+            'overrides': sweep.get('overrides', {}), 'records': records}
+
+
+def load(path) -> list:
+    """A run, sweep or grid folder -> its variants: [{'name', 'path', 'kind', 'config', 'overrides', 'records'}]."""
+    folder = Path(path)
+    if (folder / 'grid.json').is_file():
+        grid = _read(folder / 'grid.json') or {}
+        return [_sweep_variant(folder / v['folder'], name) for name, v in grid.get('variants', {}).items()]
+    if (folder / 'sweep.json').is_file():
+        return [_sweep_variant(folder, folder.name)]
+    record = _seed_record(folder)
+    if record is None:
+        raise ValueError(f'{folder} is not a run, sweep or grid folder (no results.json, sweep.json or grid.json)')
+    return [{'name': folder.name, 'path': str(folder), 'kind': 'run', 'config': record['config'],
+             'overrides': record['provenance'].get('overrides', {}), 'records': [record]}]
+
+
+def load_all(paths) -> list:
+    variants = [v for p in paths for v in load(p)]
+    names = [v['name'] for v in variants]
+    for v in variants:  # two folders with the same last name: tell them apart by path
+        if names.count(v['name']) > 1:
+            v['name'] = v['path']
+    if len(variants) < 2:
+        raise ValueError('compare needs at least two variants (two folders, or one grid folder with two variants)')
+    return variants
+
+
+# --- checks
+
+def check_budgets(variants: list, allow=()) -> list:
+    """Refuse variants whose budgets differ on a key not in ``allow`` (ValueError naming them) -> differing settings.
+
+    Returns every setting that differs between variants, as [(key, [value per variant])].
+    """
+    from .config import BUDGETS, flat, knobs, unknown_key
+    for key in allow:
+        if key not in knobs():
+            raise unknown_key(key, ' in --allow')
+    configs = [flat(v['config']) for v in variants]
+    keys = sorted({k for c in configs for k in c} - {'model.vocab_size'}, key=lambda k: (k not in BUDGETS, k))
+    differing = [(k, [c.get(k) for c in configs]) for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+    bad = [(k, vals) for k, vals in differing if k in BUDGETS and k not in allow]
+    if bad:
+        detail = '; '.join(f"{k} ({', '.join(str(v['name']) + ' ' + str(x) for v, x in zip(variants, vals))})" for k, vals in bad)
+        raise ValueError(f'the variants ran with different chapter budgets: {detail}. Their figures are not comparable; '
+                         f"pass --allow {','.join(k for k, _ in bad)} to compare them anyway")
+    return differing
+
+
+# --- what is compared
+
+def _last(seq, key):
+    return seq[-1][key]
+
+
+def key_figures() -> list:
+    """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side."""
+    from ..tasks import FAMILIES
+    from .figures import RECIPES
+    figs = [('15.2', 'weak base: train pass', lambda R: R['15.2']['weak']['train']),
+            ('15.2', 'weak base: held-out pass', lambda R: R['15.2']['weak']['held']),
+            ('15.2', 'weak base: invalid calls / episode', lambda R: R['15.2']['weak']['invalid']),
+            ('15.2', 'weak base: action entropy', lambda R: R['15.2']['weak']['entropy']),
+            ('15.2', 'oracle SFT: train pass', lambda R: R['15.2']['oracle_sft']['train']),
+            ('15.2', 'oracle SFT: held-out pass', lambda R: R['15.2']['oracle_sft']['held']),
+            ('15.2', 'oracle SFT: invalid calls / episode', lambda R: R['15.2']['oracle_sft']['invalid']),
+            ('15.2', 'oracle SFT: action entropy', lambda R: R['15.2']['oracle_sft']['entropy'])]
+    figs += [('15.2', f'oracle SFT held-out pass, family {f}', lambda R, f=f: R['15.2']['heldout_by_family'][f]) for f in FAMILIES]
+    figs += [('15.3', 'after RFT: train pass', lambda R: R['15.3']['after_rft']['train']),
+             ('15.3', 'after RFT: held-out pass', lambda R: R['15.3']['after_rft']['held']),
+             ('15.4', 'DPO, last step: train pass', lambda R: _last(R['15.4']['log'], 'train')),
+             ('15.4', 'DPO, last step: held-out pass', lambda R: _last(R['15.4']['log'], 'held')),
+             ('15.4', 'DPO, last step: invalid calls / episode', lambda R: _last(R['15.4']['log'], 'invalid'))]
+    for name in RECIPES:
+        figs += [('15.5', f'{name}: final train pass', lambda R, n=name: R['15.5']['curves'][n][-1][1]),
+                 ('15.5', f'{name}: final held-out pass', lambda R, n=name: R['15.5']['curves'][n][-1][2])]
+    figs += [('15.6', 'probe, SFT step 20: groups with signal', lambda R: R['15.6']['probe']['SFT step 20']['signal']),
+             ('15.6', 'probe, SFT step 60: groups with signal', lambda R: R['15.6']['probe']['SFT step 60']['signal']),
+             ('15.6', 'probe, SFT step 20: action entropy', lambda R: R['15.6']['probe']['SFT step 20']['entropy']),
+             ('15.6', 'mismatch: train pass', lambda R: R['15.6']['mismatch']['train']),
+             ('15.6', 'mismatch: NLL on rendered demos', lambda R: R['15.6']['mismatch']['nll']),
+             ('15.6', 'DPO + NLL, last step: invalid calls / episode', lambda R: _last(R['15.6']['dpo_nll_log'], 'invalid')),
+             ('15.6', 'public filter, last round: public pass', lambda R: _last(R['15.6']['hacking'], 'public')),
+             ('15.6', 'public filter, last round: hidden pass', lambda R: _last(R['15.6']['hacking'], 'hidden'))]
+    return figs
+
+
+def _values(records, fn) -> list:
+    out = []
+    for r in records:
+        try:
+            v = fn(r['sections'])
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+    return out
+
+
+def compare(variants: list) -> dict:
+    """Per finding and key figure: each variant's summary, and each other variant's Welch test against the first."""
+    from .stats import aggregate, summarize, welch
+
+    def row(per_variant):
+        stats = [summarize(vals) if vals else None for vals in per_variant]
+        tests = [welch(per_variant[0], vals) if vals and per_variant[0] else None for vals in per_variant[1:]]
+        return {'values': per_variant, 'stats': stats, 'vs_first': tests}
+
+    findings = {}
+    for v in variants:
+        for rec in v['records']:
+            for name, ok, _ in rec['findings']:
+                findings.setdefault(name, [[] for _ in variants])
+    for i, v in enumerate(variants):
+        for rec in v['records']:
+            for name, ok, _ in rec['findings']:
+                findings[name][i].append(1.0 if ok else 0.0)
+    figures = []
+    for section, label, fn in key_figures():
+        vals = [_values(v['records'], fn) for v in variants]
+        if any(vals):
+            figures.append({'section': section, 'figure': label, **row(vals)})
+    return {'variants': [{'name': v['name'], 'path': v['path'], 'kind': v['kind'], 'overrides': v['overrides'],
+                          'seeds': [r['seed'] for r in v['records']]} for v in variants],
+            'findings': [{'finding': name, **row(vals)} for name, vals in findings.items()],
+            'figures': figures,
+            'curves': {v['name']: aggregate({r['seed']: r['sections'] for r in v['records']})[0] for v in variants}}
+
+
+# --- rendering
+
+def _hold(stat) -> str:
+    return '—' if not stat else f"{round(stat['mean'] * stat['n'])}/{stat['n']} ({stat['mean']:.0%})"
+
+
+def _diff(test, digits=2, pct=False) -> str:
+    if not test:
+        return '—'
+    f = (lambda x: f'{x * 100:+.0f} pp') if pct else (lambda x: f'{x:+.{digits}f}')
+    if not test.get('se'):  # one seed a side, or every seed agrees on both sides: no interval to give
+        return f(test['diff'])
+    lo, hi = test['ci95']
+    if pct:  # a difference of two hold rates lies in [-100, +100] pp whatever a small-sample t interval says
+        lo, hi = max(lo, -1.0), min(hi, 1.0)
+    return f(test['diff']) + f' [{f(lo)}, {f(hi)}]'
+
+
+def _p(test) -> str:
+    if not test or not test.get('se'):  # untestable: fewer than two seeds a side, or no spread at all
+        return '—'
+    return f"**{test['p']:.3f}**" if test['p'] < 0.05 else f"{test['p']:.3f}"
+
+
+def _columns(result) -> tuple:
+    names = [v['name'] for v in result['variants']]
+    base = names[0]
+    head = [f"{n} (n={len(v['seeds'])})" for n, v in zip(names, result['variants'])]
+    for n in names[1:]:
+        head += [f'{n} − {base} [95% CI]', 'p (Welch)']
+    return names, head
+
+
+def finding_rows(result) -> list:
+    rows = []
+    for r in result['findings']:
+        cells = [_hold(s) for s in r['stats']]
+        for t in r['vs_first']:
+            cells += [_diff(t, pct=True), _p(t)]
+        rows.append((r['finding'], *cells))
+    return rows
+
+
+def figure_rows(result) -> list:
+    rows = []
+    for r in result['figures']:
+        digits = 3 if 'entropy' in r['figure'] or 'NLL' in r['figure'] else 2
+        cells = [fmt(s, digits) + (f" [n={s['n']}]" if s and s['n'] < len(v['seeds']) else '')
+                 for s, v in zip(r['stats'], result['variants'])]
+        for t in r['vs_first']:
+            cells += [_diff(t, digits), _p(t)]
+        rows.append((r['section'], r['figure'], *cells))
+    return rows
+
+
+def render(result: dict, settings: list, provenance: list, figure: str | None) -> str:
+    """``compare.md``."""
+    names, head = _columns(result)
+    md = [f"# Comparison: {' vs '.join(names)}", '',
+          f'Baseline: **{names[0]}**. Each figure: mean ± half-width of its 95% confidence interval over the seeds '
+          '(t quantile × std / √n; the mean alone for one seed); each difference: the other variant minus the baseline '
+          "with the 95% CI and two-sided p of Welch's t-test (p < 0.05 in bold; none with fewer than two seeds a side). "
+          'Hold rates are tested as 0/1 outcomes per seed (their intervals cut at ±100 pp).', '',
+          table(['variant', 'folder', 'seeds', 'settings changed'],
+                [(v['name'], f"`{v['path']}`", ', '.join(map(str, v['seeds'])),
+                  ', '.join(f'`{k}={x}`' for k, x in v['overrides'].items()) or '—') for v in result['variants']]), '']
+    if settings:
+        md += ['## Settings that differ', '', table(['key', *names], [(k, *('—' if x is None else x for x in vals)) for k, vals in settings]), '']
+    md += ['## Findings: hold rate', '', table(['finding (band)', *head], finding_rows(result)), '',
+           '## Key figures', '', table(['section', 'figure', *head], figure_rows(result)), '']
+    if figure:
+        md += [f'![The four recipes per variant]({figure})', '']
+    if provenance:
+        md += ['## Provenance where it differs', '', table(['record', *names], provenance), '']
+    return '\n'.join(md)
+
+
+def provenance_rows(variants) -> list:
+    keys = ['agentrl', 'git_commit', 'git_dirty', 'torch', 'torch_threads', 'cpu', 'python']
+    rows = []
+    for k in keys:
+        vals = [', '.join(sorted({str(r['provenance'].get(k, '—')) for r in v['records']})) for v in variants]
+        if len(set(vals)) > 1:
+            rows.append((k, *vals))
+    return rows
+
+
+def print_terminal(result, settings, provenance, console) -> None:
+    from rich.table import Table
+    names, head = _columns(result)
+    strip = lambda c: str(c).replace('**', '')  # noqa: E731 (bold is Markdown's)
+    for title, cols, rows in [('Findings: hold rate', ['finding (band)', *head], finding_rows(result)),
+                              ('Key figures (mean ± 95% CI over seeds)', ['section', 'figure', *head], figure_rows(result))]:
+        t = Table(title=title)
+        for c in cols:
+            t.add_column(c, overflow='fold')
+        for r in rows:
+            t.add_row(*(strip(c) for c in r))
+        console.print(t)
+    if settings:
+        console.print('settings that differ: ' + '; '.join(f"{k}: {', '.join(f'{n} {x}' for n, x in zip(names, vals))}"
+                                                          for k, vals in settings), markup=False, highlight=False)
+    if provenance:
+        console.print('provenance differs: ' + '; '.join(f'{r[0]}: ' + ' vs '.join(r[1:]) for r in provenance),
+                      markup=False, highlight=False)
+
+
+# --- command line
+
+def add_parser(sub):
+    """Register ``agentrl compare`` on an argparse subparsers object."""
+    p = sub.add_parser('compare', help='runs, sweeps or a grid side by side: hold rates, key figures with 95%% CI, '
+                       "differences with Welch's t-test, the recipe curves per variant",
+                       description=__doc__.split('\n\n')[0])
+    p.add_argument('dirs', nargs='+', metavar='DIR', help='reproduce, sweep or sweep --grid folders; the first variant is the baseline')
+    p.add_argument('--allow', action='append', default=[], metavar='KEY[,KEY]',
+                   help='budget keys that may differ between the variants (default: none may)')
+    p.add_argument('--out', default=None, help='where compare.md, compare.json and compare.png go '
+                   '(default: the folder given, if one; else runs/compare)')
+    p.set_defaults(func=main)
+    return p
+
+
+def run(dirs, allow=(), out=None, console=None) -> dict:
+    """Load, check, compare, write compare.md / compare.json / compare.png (and print) -> the result dict."""
+    from .figures import fig_compare
+    variants = load_all(dirs)
+    settings = check_budgets(variants, allow)
+    result = compare(variants)
+    prov = provenance_rows(variants)
+    out = Path(out) if out else (Path(dirs[0]) if len(dirs) == 1 else Path('runs/compare'))
+    out.mkdir(parents=True, exist_ok=True)
+    fig = fig_compare(result['curves'], out / 'compare.png') if any(result['curves'].values()) else None
+    (out / 'compare.md').write_text(render(result, settings, prov, fig.name if fig else None))
+    saved = {k: v for k, v in result.items() if k != 'curves'}
+    (out / 'compare.json').write_text(json.dumps({**saved, 'settings': settings, 'provenance_differs': prov}, indent=1))
+    if console is not None:
+        print_terminal(result, settings, prov, console)
+        console.print(f"{out / 'compare.md'}, compare.json" + (', compare.png' if fig else ''), markup=False, highlight=False)
+    return result
+
+
+def main(args) -> int:
+    import sys
+    allow = [k.strip() for item in args.allow for k in item.split(',') if k.strip()]
+    from rich.console import Console
+    try:
+        run(args.dirs, allow, args.out, Console())
+    except ValueError as e:
+        print(f'agentrl compare: error: {e}', file=sys.stderr)
+        return 2
+    return 0

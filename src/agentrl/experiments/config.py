@@ -1,0 +1,380 @@
+"""What a chapter 15 run is set to, and how a user changes it (``--set KEY=VALUE``, ``--config FILE.toml``, ``--grid``).
+
+Three kinds of key, all settable the same way:
+
+- **budgets**: how much each section trains and samples (``sft_steps``, ``rft_samples``, ...); the
+  chapter's own by default, ``Ch15Config.smoke()`` for a run of seconds. ``agentrl compare``
+  refuses runs whose budgets differ unless told which may.
+- **recipe hyperparameters**: what the chapter passes or its functions default to (learning rates,
+  DPO beta, batch sizes, temperatures), and section 15.6's remedies for an SFT policy that leaves
+  RL no signal: an earlier cold-start checkpoint (``cold_start_step``), a hotter RL rollout
+  (``rl_temperature``) and an entropy bonus in REINFORCE (``rl_entropy_bonus``). Every default is
+  today's value, so an unset knob changes no figure.
+- **model**: ``model.FIELD`` for every field of ``TinyAgentConfig`` but ``vocab_size``
+  (``model.qk_temperature=4``). Only the keys set are passed to ``TinyAgent``; the rest keep the
+  model's defaults, and the run records the full effective model config.
+
+This module imports neither torch nor the model: the model's fields are read from ``model.py``'s
+source with ``ast``, so a bad key or value fails in milliseconds, before any work starts.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import itertools
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import lru_cache
+from pathlib import Path
+
+MODEL = 'model.'
+"""Prefix of the model's keys."""
+
+
+@dataclass(frozen=True)
+class Ch15Config:
+    """The chapter's budgets and recipe hyperparameters. Defaults are the chapter's own; ``smoke()`` is a tiny run for tests."""
+    weak_steps: int = 150
+    """SFT steps of the weak base on blind + random play (15.2)."""
+    sft_steps: int = 60
+    """Oracle SFT steps from the weak base (15.2)."""
+    sft_every: int = 10
+    """Evaluate the SFT run every this many steps (15.2)."""
+    cold_start_step: int = 20
+    """The SFT checkpoint that RL starts from and that 15.6 probes (15.5, 15.6; remedy (a) of 15.6). A multiple of
+    ``sft_every``; the checkpoint keeps its name ``sft_step20`` whatever the step."""
+    eval_samples: int = 4
+    """Episodes per task in ``evaluate`` (train and held-out pass)."""
+    describe_samples: int = 8
+    """Episodes per task when describing a policy (and for 15.2's held-out pass per family)."""
+    rft_rounds: int = 4
+    """Expert-iteration rounds (15.3)."""
+    rft_samples: int = 16
+    """Episodes sampled per task per round (15.3, 15.4, 15.6)."""
+    rft_steps: int = 15
+    """SFT steps per expert-iteration round (15.3, 15.6)."""
+    dpo_steps: int = 100
+    """DPO steps (15.4, 15.6)."""
+    dpo_every: int = 25
+    """Evaluate DPO every this many steps."""
+    rl_cold_steps: int = 40
+    """REINFORCE steps from the cold-start checkpoint (15.5)."""
+    rl_only_steps: int = 60
+    """REINFORCE steps from the weak base (15.5)."""
+    rl_every: int = 10
+    """Evaluate RL every this many steps."""
+    mismatch_steps: int = 60
+    """SFT steps on demos rendered without wrappers (15.6)."""
+    probe_group: int = 8
+    """Group size of the informative-group probe (15.6)."""
+    hack_rounds: int = 3
+    """Public-test-filter rounds (15.6)."""
+    sft_lr: float = 3e-3
+    """AdamW learning rate of every SFT run: weak base, oracle SFT, RFT and public-filter rounds, mismatch (15.2-15.6)."""
+    sft_batch_size: int = 32
+    """Trajectories per SFT step (sampled with replacement), in every SFT run."""
+    rl_lr: float = 1e-3
+    """AdamW learning rate of REINFORCE (15.5)."""
+    rl_tasks: int = 8
+    """Tasks per REINFORCE step (15.5)."""
+    rl_group: int = 8
+    """Episodes per task per REINFORCE step: the group whose mean is the baseline (15.5)."""
+    rl_temperature: float = 1.0
+    """Sampling temperature of REINFORCE's rollouts (remedy (b) of 15.6). The update still uses the policy's own
+    log-probs: only the behaviour that is sampled changes."""
+    rl_entropy_bonus: float = 0.0
+    """Weight of the action-token entropy subtracted from REINFORCE's loss (remedy (c) of 15.6)."""
+    dpo_lr: float = 1e-3
+    """AdamW learning rate of DPO (15.4, 15.6)."""
+    dpo_beta: float = 0.1
+    """DPO's beta: how strongly the log-ratio margin is scaled (15.4, 15.6)."""
+    sample_temperature: float = 1.0
+    """Temperature of the episodes RFT, the public filter and the DPO pairs are built from (15.3, 15.4, 15.6).
+    Evaluations always sample at 1."""
+    model: dict = field(default_factory=dict)
+    """Overrides of the TinyAgent's config (``TinyAgentConfig`` fields but ``vocab_size``); empty: the model's defaults."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.name == 'model':
+                continue
+            value = getattr(self, f.name)
+            if f.type == 'int':
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ValueError(f'{f.name} must be an int >= 1, got {value!r}')
+            elif not _real(value):
+                raise ValueError(f'{f.name} must be a finite number, got {value!r}')
+            else:
+                object.__setattr__(self, f.name, float(value))
+        for name in ('sft_lr', 'rl_lr', 'dpo_lr', 'dpo_beta', 'rl_temperature', 'sample_temperature'):
+            if not getattr(self, name) > 0:
+                raise ValueError(f'{name} must be > 0, got {getattr(self, name)!r}')
+        if self.rl_entropy_bonus < 0:
+            raise ValueError(f'rl_entropy_bonus must be >= 0, got {self.rl_entropy_bonus!r}')
+        for every, steps in [('sft_every', 'sft_steps'), ('dpo_every', 'dpo_steps'), ('rl_every', 'rl_cold_steps'),
+                             ('rl_every', 'rl_only_steps')]:
+            if getattr(self, every) > getattr(self, steps):
+                raise ValueError(f'{every} ({getattr(self, every)}) must not exceed {steps} ({getattr(self, steps)}): '
+                                 'the curve would have no point')
+        if self.cold_start_step % self.sft_every or self.cold_start_step > self.sft_steps:
+            raise ValueError(f'cold_start_step ({self.cold_start_step}) must be a multiple of sft_every ({self.sft_every}) '
+                             f'and at most sft_steps ({self.sft_steps}): the SFT run snapshots only there')
+        if not isinstance(self.model, dict):
+            raise ValueError(f'model must be a dict of TinyAgentConfig overrides, got {type(self.model).__name__}')
+        known = model_fields()
+        clean = {}
+        for name, value in sorted(self.model.items()):
+            key = MODEL + str(name).removeprefix(MODEL)
+            if key not in known:
+                raise unknown_key(key)
+            clean[key[len(MODEL):]] = coerce(known[key], value)
+        object.__setattr__(self, 'model', clean)
+
+    @classmethod
+    def smoke(cls) -> 'Ch15Config':
+        """A run of a few seconds that exercises every section (the findings are meaningless)."""
+        return cls(weak_steps=4, sft_steps=4, sft_every=2, cold_start_step=2, eval_samples=1, describe_samples=1,
+                   rft_rounds=2, rft_samples=2, rft_steps=2, dpo_steps=2, dpo_every=1, rl_cold_steps=2,
+                   rl_only_steps=2, rl_every=1, mismatch_steps=2, probe_group=2, hack_rounds=2)
+
+
+BUDGETS = ('weak_steps', 'sft_steps', 'sft_every', 'eval_samples', 'describe_samples', 'rft_rounds', 'rft_samples',
+           'rft_steps', 'dpo_steps', 'dpo_every', 'rl_cold_steps', 'rl_only_steps', 'rl_every', 'mismatch_steps',
+           'probe_group', 'hack_rounds')
+"""The keys that set how much a run trains and samples (``smoke()`` changes exactly these)."""
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# --- the keys
+
+@dataclass(frozen=True)
+class Knob:
+    """One settable key."""
+    key: str
+    """``sft_steps`` or ``model.qk_temperature``."""
+    kind: str
+    """``'int'`` or ``'float'``."""
+    default: object
+    """Its default (for model keys: the value in ``model.py``'s source)."""
+    doc: str
+    """What it sets."""
+    group: str
+    """``'budget'``, ``'recipe'`` or ``'model'``."""
+
+
+def _dataclass_fields(path: Path, name: str) -> dict:
+    """The fields of dataclass ``name`` in the source file ``path``, read with ast -> {field: (annotation, default, doc)}."""
+    tree = ast.parse(path.read_text(encoding='utf-8'))
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if cls is None:
+        raise RuntimeError(f'no class {name} in {path}')
+    out = {}
+    for i, node in enumerate(cls.body):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        nxt = cls.body[i + 1] if i + 1 < len(cls.body) else None
+        doc = ' '.join(nxt.value.value.split()) if (isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                                                     and isinstance(nxt.value.value, str)) else ''
+        try:
+            default = ast.literal_eval(node.value) if node.value is not None else None
+        except ValueError:
+            default = None
+        out[node.target.id] = (ast.unparse(node.annotation), default, doc)
+    return out
+
+
+@lru_cache(maxsize=None)
+def model_fields() -> dict:
+    """``{'model.FIELD': Knob}`` for every int or float field of ``TinyAgentConfig`` but ``vocab_size``."""
+    src = Path(__file__).resolve().parents[1] / 'model.py'
+    return {MODEL + name: Knob(MODEL + name, ann, default, doc, 'model')
+            for name, (ann, default, doc) in _dataclass_fields(src, 'TinyAgentConfig').items()
+            if name != 'vocab_size' and ann in ('int', 'float')}
+
+
+@lru_cache(maxsize=None)
+def knobs() -> dict:
+    """Every settable key -> ``Knob``: ``Ch15Config``'s fields, then the model's (``model.FIELD``)."""
+    docs = _dataclass_fields(Path(__file__), 'Ch15Config')
+    out = {f.name: Knob(f.name, f.type, f.default, docs[f.name][2], 'budget' if f.name in BUDGETS else 'recipe')
+           for f in fields(Ch15Config) if f.name != 'model'}
+    out.update(model_fields())
+    return out
+
+
+def unknown_key(key: str, where: str = '') -> ValueError:
+    """The error for a key that is not settable: close matches first, then every valid key."""
+    names = list(knobs())
+    suffix = [n for n in names if n.endswith('.' + key)]  # 'qk_temperature' -> model.qk_temperature
+    close = suffix + [n for n in difflib.get_close_matches(key, names, n=4, cutoff=0.6) if n not in suffix]
+    hint = f"; did you mean {' or '.join(close)}?" if close else '.'
+    return ValueError(f'unknown key {key!r}{where}{hint} Valid keys: ' + ', '.join(close + [n for n in names if n not in close]))
+
+
+def coerce(knob: Knob, value):
+    """A value of the knob's type (TOML values, or strings from the command line) -> int or finite float; ValueError naming the key."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text) if knob.kind == 'int' else float(text)
+        except ValueError:
+            kind = 'an int' if knob.kind == 'int' else 'a number'
+            raise ValueError(f'bad value for {knob.key}: {text!r} is not {kind} (e.g. {knob.key}={knob.default!r})') from None
+    if knob.kind == 'int':
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f'bad value for {knob.key}: {value!r} is not an int (e.g. {knob.key}={knob.default!r})')
+        return value
+    if not _real(value):
+        raise ValueError(f'bad value for {knob.key}: {value!r} is not a finite number (e.g. {knob.key}={knob.default!r})')
+    return float(value)
+
+
+def parse_assignment(item: str, where: str = '') -> tuple:
+    """``'KEY=VALUE'`` -> (key, typed value); ValueError naming the key."""
+    key, sep, raw = str(item).partition('=')
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f'expected KEY=VALUE{where}, got {item!r} (e.g. sft_steps=30 or model.qk_temperature=4)')
+    if key not in knobs():
+        raise unknown_key(key, where)
+    return key, coerce(knobs()[key], raw)
+
+
+def read_config_file(path) -> dict:
+    """A TOML file of keys (top level, and a ``[model]`` table or ``model.FIELD = ...``) -> {key: typed value}."""
+    import tomllib
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding='utf-8'))
+    except OSError as e:
+        raise ValueError(f'cannot read config file {path}: {e.strerror or e}') from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f'config file {path} is not valid TOML: {e}') from None
+    out = {}
+
+    def walk(table, prefix):
+        for k, v in table.items():
+            key = prefix + k
+            if isinstance(v, dict):
+                walk(v, key + '.')
+                continue
+            if key not in knobs():
+                raise unknown_key(key, f' in {path}')
+            out[key] = coerce(knobs()[key], v)
+    walk(data, '')
+    return out
+
+
+def apply(base: Ch15Config, overrides: dict) -> Ch15Config:
+    """``base`` with ``{key: value}`` applied (model keys merged into ``base.model``); ValueError naming the key."""
+    top, model = {}, dict(base.model)
+    for key, value in overrides.items():
+        if key not in knobs():
+            raise unknown_key(key)
+        value = coerce(knobs()[key], value)
+        if key.startswith(MODEL):
+            model[key[len(MODEL):]] = value
+        else:
+            top[key] = value
+    return replace(base, **top, model=model)
+
+
+def resolve(smoke: bool = False, config_file=None, sets=()) -> tuple:
+    """The preset (chapter or smoke), then a TOML file, then ``--set`` items -> (Ch15Config, overrides as {key: value})."""
+    overrides = dict(read_config_file(config_file)) if config_file else {}
+    for item in sets or ():
+        key, value = parse_assignment(item, ' in --set')
+        overrides[key] = value
+    base = Ch15Config.smoke() if smoke else Ch15Config()
+    return apply(base, overrides), overrides
+
+
+def parse_grid(items) -> list:
+    """``['KEY=V1,V2', ...]`` -> every combination as [(variant name, {key: value})], in the order given.
+
+    The name is ``KEY=V`` (several keys joined by ``+``), the value as typed, e.g. ``model.qk_temperature=4``.
+    """
+    axes = []
+    for item in items or ():
+        key, sep, raw = str(item).partition('=')
+        key = key.strip()
+        if not sep or not key or not raw.strip():
+            raise ValueError(f'expected KEY=V1,V2,... in --grid, got {item!r} (e.g. model.qk_temperature=4,8)')
+        if key not in knobs():
+            raise unknown_key(key, ' in --grid')
+        if key in [k for k, _ in axes]:
+            raise ValueError(f'--grid names {key} twice; give all its values at once ({key}=V1,V2,...)')
+        values = [v.strip() for v in raw.split(',')]
+        if len(set(values)) < len(values) or '' in values:
+            raise ValueError(f'--grid {key}: values must be distinct and non-empty, got {raw!r}')
+        axes.append((key, [(v, coerce(knobs()[key], v)) for v in values]))
+    variants = []
+    for combo in itertools.product(*[[(k, text, val) for text, val in vals] for k, vals in axes]):
+        variants.append(('+'.join(f'{k}={text}' for k, text, _ in combo), {k: val for k, _, val in combo}))
+    return variants
+
+
+# --- comparing configs
+
+def flat(config: dict) -> dict:
+    """A config dict (``asdict`` or an effective config) -> {key: value}, model fields as ``model.FIELD``."""
+    out = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update({f'{k}.{kk}': vv for kk, vv in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def differences(a: dict, b: dict, keys=None) -> list:
+    """Keys whose values differ between two configs -> [(key, value in a, value in b)] (a missing key is None)."""
+    fa, fb = flat(a or {}), flat(b or {})
+    names = sorted(set(fa) | set(fb)) if keys is None else list(keys)
+    return [(k, fa.get(k), fb.get(k)) for k in names if fa.get(k) != fb.get(k)]
+
+
+def describe_differences(diffs: list, a: str = 'saved', b: str = 'now') -> str:
+    """``differences`` as text: ``sft_steps (saved 60, now 3); ...``."""
+    return '; '.join(f'{k} ({a} {va!r}, {b} {vb!r})' for k, va, vb in diffs)
+
+
+def effective(config: Ch15Config, vocab_size: int | None = None) -> dict:
+    """The config a run records: ``asdict(config)`` with ``model`` the full effective ``TinyAgentConfig`` (every field).
+
+    Also checks what only the gym and the model can say (imports torch): a bad model setting, more RL
+    tasks per step than there are train tasks, a block too short for an episode; ValueError naming the key.
+    """
+    from ..env import BugFixEnv
+    from ..model import TinyAgentConfig
+    from ..tasks import make_tasks
+    if vocab_size is None:
+        from ..tokenizer import build_tokenizer
+        vocab_size = build_tokenizer(make_tasks('all')).vocab_size
+    try:
+        model = asdict(TinyAgentConfig(vocab_size, **config.model))
+    except (TypeError, ValueError) as e:
+        given = ', '.join(f'{MODEL}{k}={v}' for k, v in config.model.items())
+        raise ValueError(f'bad model setting ({given}): {e}') from None
+    n_train, longest = len(make_tasks('train')), BugFixEnv().max_tokens
+    if config.rl_tasks > n_train:
+        raise ValueError(f'rl_tasks ({config.rl_tasks}) exceeds the {n_train} train tasks')
+    if model['block_size'] < longest:
+        raise ValueError(f"model.block_size ({model['block_size']}) is shorter than an episode may grow ({longest} tokens)")
+    return {**asdict(config), 'model': model}
+
+
+def budget_name(config: dict) -> str:
+    """``'chapter'``, ``'smoke'`` or ``'custom'``: which preset's budgets a config has."""
+    for name, preset in [('chapter', Ch15Config()), ('smoke', Ch15Config.smoke())]:
+        if all(config.get(k) == getattr(preset, k) for k in BUDGETS):
+            return name
+    return 'custom'
+
+
+def keys_help() -> str:
+    """Every key with its group and default, one a line (for ``--help``-style listings)."""
+    return '\n'.join(f'  {k.key:<24} {k.group:<7} default {k.default!r}: {k.doc}' for k in knobs().values())

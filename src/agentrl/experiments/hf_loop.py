@@ -1,0 +1,136 @@
+"""Our lockstep engine vs a plain ``transformers`` agent loop, on the same ``HFPolicy`` GPT-2 (issue 13).
+
+The plain loop is the strongest one ``transformers`` offers out of the box: each turn, every live
+episode's conversation so far is left-padded into ONE batched ``model.generate`` call (sampling,
+its own key/value cache, position ids from the attention mask), the sampled calls are cut at the
+stop token and sent to the envs, and their replies are appended to the conversations. No cache is
+kept across turns, so every turn re-reads every conversation from its first token.
+
+Our engine (``rollout_batch``) keeps one key/value cache for the whole episode and prefills only the
+new tool replies. ``bench_engine_vs_generate`` times both on the same policy and episodes
+(``hf_engine_vs_generate_loop`` = their episodes/s ratio) and checks both loops render through the
+same renderer (so their trajectories are directly comparable).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..env import BugFixEnv
+from ..policy import as_renderer
+from ..render import Trajectory
+
+
+@torch.no_grad()
+def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, seed: int = 0) -> list[Trajectory]:
+    """Play one episode per (env, task) with ``policy.model.generate`` once per turn -> trajectories.
+
+    Rendered through the same renderer as ``rollout_batch`` (our word-level layout for our tokenizer).
+    Sampling uses torch's global generator, seeded with ``seed``; ``logprobs`` are not recorded (0)."""
+    renderer = as_renderer(tok)
+    model = policy.model
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    envs, tasks = list(envs), list(tasks)
+    B = len(envs)
+    episodes = [renderer.new_episode() for _ in range(B)]
+    convs = []
+    for env, task, ep in zip(envs, tasks, episodes):
+        obs, _ = env.reset(options={'task': task})
+        convs.append(list(ep.prompt(obs)))
+    results: list[Trajectory | None] = [None] * B
+    live = list(range(B))
+    stop, pad = renderer.stop_id, renderer.pad_id
+    while live:
+        limit = max(renderer.call_limit(envs[b]) for b in live)
+        L = max(len(convs[b]) for b in live)
+        ids = torch.full((len(live), L), pad, dtype=torch.long)
+        mask = torch.zeros(len(live), L, dtype=torch.long)
+        for i, b in enumerate(live):  # left padding: every row's last token is the last column
+            n = len(convs[b])
+            ids[i, L - n:] = torch.tensor(convs[b])
+            mask[i, L - n:] = 1
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=temperature, top_k=0,
+                             top_p=1.0, max_new_tokens=limit, eos_token_id=stop, pad_token_id=pad, use_cache=True)
+        new = out[:, L:].tolist()
+        keep = []
+        for i, b in enumerate(live):
+            call = []
+            for t in new[i][:renderer.call_limit(envs[b])]:
+                call.append(t)
+                if t == stop:
+                    break
+            episodes[b].call(call)
+            obs, reward, terminated, truncated, info = envs[b].step(renderer.call_text(call))
+            reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
+            if terminated or truncated:
+                results[b] = episodes[b].build(reward, info)
+            else:
+                convs[b] += call + list(reply)
+                keep.append(b)
+        live = keep
+    model.train(was_training)
+    return results
+
+
+def trained_gpt2(tok, weak_play, demos, weak_steps: int, sft_steps: int, log=print):
+    """The benchmark's GPT-2 ``HFPolicy``: the TinyAgent's shape, then section 15.2's weak base and oracle SFT."""
+    from ..hf import make_policy
+    from ..recipes.sft import sft_train
+    torch.manual_seed(0)
+    model = make_policy('gpt2', tok)
+    t0 = time.perf_counter()
+    sft_train(model, weak_play, tok, steps=weak_steps, seed=0)
+    sft_train(model, demos, tok, steps=sft_steps, seed=0)
+    log(f'setup: HFPolicy GPT-2, weak base {weak_steps} steps + oracle SFT {sft_steps} steps in '
+        f'{time.perf_counter() - t0:.1f} s')
+    return model
+
+
+def bench_engine_vs_generate(model, tasks, tok, repeats: int, timed, seed: int = 0) -> dict:
+    """Episodes/s of ``rollout_batch`` and of ``generate_loop_rollout`` on the same policy and tasks."""
+    from ..rollout import rollout_batch
+
+    def ours():
+        return rollout_batch(model, [BugFixEnv() for _ in tasks], tasks, tok,
+                             generator=torch.Generator().manual_seed(seed))
+
+    def theirs():
+        return generate_loop_rollout(model, [BugFixEnv() for _ in tasks], tasks, tok, seed=seed)
+
+    sec_ours, times_ours, t_ours = timed(ours, repeats)
+    sec_gen, times_gen, t_gen = timed(theirs, repeats)
+
+    def stats(trajs, sec, times):
+        return {'seconds': sec, 'seconds_all': times, 'episodes': len(trajs), 'episodes_per_s': len(trajs) / sec,
+                'tokens_per_s': sum(len(t) for t in trajs) / sec, 'pass_rate': sum(t.reward for t in trajs) / len(trajs),
+                'mean_turns': sum(len(t.info['actions']) for t in trajs) / len(trajs),
+                'mean_tokens': sum(len(t) for t in trajs) / len(trajs)}
+
+    engine, loop = stats(t_ours, sec_ours, times_ours), stats(t_gen, sec_gen, times_gen)
+    return {'engine': engine, 'generate_loop': loop, 'ratio': engine['episodes_per_s'] / loop['episodes_per_s'],
+            'arch': model.arch, 'parameters': sum(p.numel() for p in model.parameters())}
+
+
+def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, timed, episodes_per_task: int,
+        log=print) -> dict:
+    """The benchmark's ``hf_engine_vs_generate_loop`` items: a fresh GPT-2 ``HFPolicy`` (episodes run to the turn
+    limit) and one trained as ``bench.build_models`` trains the TinyAgent (weak base, then oracle SFT: short
+    episodes), each played on ``episodes_per_task`` episodes of every train task by both loops."""
+    from ..hf import make_policy
+    from ..policies import scripted_policy
+    from ..rollout import scripted_rollout
+    tasks = [t for t in train for _ in range(episodes_per_task)]
+    torch.manual_seed(0)
+    fresh = make_policy('gpt2', tok)
+    log(f'HFPolicy GPT-2 (fresh) on {len(tasks)} episodes: our lockstep engine vs one batched generate per turn, '
+        f'x (1 + {repeats}) each')
+    out_fresh = bench_engine_vs_generate(fresh, tasks, tok, repeats, timed)
+    demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in train]
+    model = trained_gpt2(tok, weak_play, demos, weak_steps, sft_steps, log)
+    log(f'HFPolicy GPT-2 (oracle SFT) on {len(tasks)} episodes: our lockstep engine vs one batched generate per '
+        f'turn, x (1 + {repeats}) each')
+    out_sft = bench_engine_vs_generate(model, tasks, tok, repeats, timed)
+    return {'sft': out_sft, 'fresh': out_fresh}

@@ -1,0 +1,136 @@
+"""Settings a user can change (``--set``, ``--config``, ``--grid``): the keys, parsing by type, and the errors.
+
+Every check here runs before any work: a wrong key or value must fail fast and say what is valid.
+"""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+
+import pytest
+
+import agentrl as arl
+from agentrl.experiments import config as C
+from agentrl.experiments.ch15 import Ch15Config
+
+
+def test_every_config_and_model_field_is_a_key():
+    keys = C.knobs()
+    own = [f.name for f in dataclasses.fields(Ch15Config) if f.name != 'model']
+    model = {f'model.{f.name}': f for f in dataclasses.fields(arl.TinyAgentConfig) if f.name != 'vocab_size'}
+    assert list(keys) == own + list(model)
+    for key, f in model.items():  # read from model.py's source without torch: must match the real dataclass
+        assert keys[key].kind == f.type and keys[key].default == f.default, key
+    for name in ('sft_lr', 'rl_lr', 'dpo_beta', 'sft_batch_size', 'rl_temperature', 'rl_entropy_bonus',
+                 'cold_start_step', 'sample_temperature'):
+        assert keys[name].group == 'recipe' and keys[name].doc, name
+    assert all(keys[k].group == 'budget' for k in C.BUDGETS)
+    assert C.budget_name(vars(Ch15Config.smoke())) == 'smoke' and C.budget_name(vars(Ch15Config())) == 'chapter'
+
+
+def test_recipe_defaults_are_what_the_chapter_passes():
+    import inspect
+    c = Ch15Config()
+    assert (c.sft_lr, c.sft_batch_size) == (inspect.signature(arl.sft_train).parameters['lr'].default,
+                                            inspect.signature(arl.sft_train).parameters['batch_size'].default)
+    rl = inspect.signature(arl.train_rl).parameters
+    assert (c.rl_lr, c.rl_tasks, c.rl_group, c.rl_temperature, c.rl_entropy_bonus) == tuple(
+        rl[k].default for k in ('lr', 'n_tasks', 'group', 'temperature', 'entropy_bonus'))
+    assert (c.dpo_lr, c.dpo_beta, c.sample_temperature, c.model) == (1e-3, 0.1, 1.0, {})
+
+
+@pytest.mark.parametrize('item, key, value', [('sft_steps=30', 'sft_steps', 30), ('model.qk_temperature=4', 'model.qk_temperature', 4.0),
+                                              ('sft_lr=1e-3', 'sft_lr', 0.001), (' rl_group = 4 ', 'rl_group', 4),
+                                              ('model.n_layers=3', 'model.n_layers', 3)])
+def test_values_are_parsed_by_the_fields_type(item, key, value):
+    k, v = C.parse_assignment(item)
+    assert (k, v) == (key, value) and type(v) is type(value)
+
+
+def test_unknown_keys_name_the_valid_ones_close_matches_first():
+    with pytest.raises(ValueError, match=r"unknown key 'sft_step'.*did you mean sft_steps or") as e:
+        C.parse_assignment('sft_step=3')
+    assert 'Valid keys: sft_steps, ' in str(e.value) and 'model.init_std' in str(e.value)
+    with pytest.raises(ValueError, match=r"did you mean model\.qk_temperature"):
+        C.parse_assignment('qk_temperature=4')
+    with pytest.raises(ValueError, match='KEY=VALUE'):
+        C.parse_assignment('sft_steps')
+    with pytest.raises(ValueError, match="unknown key 'model.vocab_size'"):  # fixed by the tokenizer
+        C.parse_assignment('model.vocab_size=10')
+
+
+@pytest.mark.parametrize('item, message', [
+    ('sft_steps=abc', "bad value for sft_steps: 'abc' is not an int"),
+    ('sft_steps=2.5', 'bad value for sft_steps'),
+    ('sft_lr=fast', "bad value for sft_lr: 'fast' is not a number"),
+    ('sft_lr=inf', 'bad value for sft_lr: inf is not a finite number'),
+    ('model.qk_temperature=nan', 'bad value for model.qk_temperature'),
+])
+def test_badly_typed_values_name_the_key(item, message):
+    with pytest.raises(ValueError, match=message):
+        C.resolve(sets=[item])
+
+
+def test_every_key_rejects_out_of_range_values_by_name():
+    for key, knob in C.knobs().items():
+        bads = [0, -3] if knob.kind == 'int' else [float('inf'), float('nan')]
+        if key in ('rl_entropy_bonus',):
+            bads.append(-0.5)
+        elif knob.kind == 'float' and knob.group != 'model':
+            bads.append(0.0)
+        for bad in bads:
+            with pytest.raises(ValueError, match=key.replace('.', r'\.')):
+                cfg = C.apply(Ch15Config(), {key: bad})
+                C.effective(cfg, vocab_size=100)  # model fields are checked by TinyAgentConfig itself
+
+
+def test_cross_checks_name_both_keys():
+    with pytest.raises(ValueError, match='cold_start_step.*sft_every'):
+        Ch15Config(cold_start_step=25)
+    with pytest.raises(ValueError, match='dpo_every.*dpo_steps'):
+        Ch15Config(dpo_steps=10)
+    with pytest.raises(ValueError, match=r'model\.d_model=50'):
+        C.effective(C.apply(Ch15Config(), {'model.d_model': 50}), vocab_size=100)
+    with pytest.raises(ValueError, match=r'rl_tasks \(21\) exceeds the 20 train tasks'):
+        C.effective(C.apply(Ch15Config(), {'rl_tasks': 21}), vocab_size=100)
+    with pytest.raises(ValueError, match=r'model\.block_size \(100\) is shorter'):
+        C.effective(C.apply(Ch15Config(), {'model.block_size': 100}), vocab_size=100)
+
+
+def test_config_file_then_set(tmp_path):
+    f = tmp_path / 'ablation.toml'
+    f.write_text('sft_steps = 30\nrl_temperature = 2\n\n[model]\nqk_temperature = 4\n')
+    cfg, overrides = C.resolve(smoke=True, config_file=f, sets=['sft_steps=2'])
+    assert overrides == {'sft_steps': 2, 'rl_temperature': 2.0, 'model.qk_temperature': 4.0}
+    assert (cfg.sft_steps, cfg.rl_temperature, cfg.model, cfg.weak_steps) == (2, 2.0, {'qk_temperature': 4.0}, 4)
+    f.write_text('model.qk_temprature = 4\n')
+    with pytest.raises(ValueError, match=rf"unknown key 'model.qk_temprature' in {f}.*did you mean model\.qk_temperature"):
+        C.resolve(config_file=f)
+    f.write_text('sft_steps = [\n')
+    with pytest.raises(ValueError, match='not valid TOML'):
+        C.resolve(config_file=f)
+
+
+def test_grid_variants_are_every_combination():
+    variants = C.parse_grid(['model.qk_temperature=4,8', 'sft_lr=1e-3,3e-3'])
+    assert [name for name, _ in variants] == ['model.qk_temperature=4+sft_lr=1e-3', 'model.qk_temperature=4+sft_lr=3e-3',
+                                              'model.qk_temperature=8+sft_lr=1e-3', 'model.qk_temperature=8+sft_lr=3e-3']
+    assert variants[1][1] == {'model.qk_temperature': 4.0, 'sft_lr': 0.003}
+    for bad, message in [(['sft_lr=1e-3,1e-3'], 'distinct'), (['sft_lr=1,2', 'sft_lr=3'], 'twice'),
+                         (['sft_lrr=1,2'], 'did you mean sft_lr'), (['sft_steps=1,x'], "'x' is not an int")]:
+        with pytest.raises(ValueError, match=message):
+            C.parse_grid(bad)
+
+
+@pytest.mark.parametrize('setting, named', [('sft_stepz=3', "unknown key 'sft_stepz'"),
+                                            ('model.qk_temperature=warm', 'bad value for model.qk_temperature')])
+def test_cli_rejects_a_bad_setting_fast(setting, named, tmp_path):
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--out', str(tmp_path / 'x'),
+                          '--set', setting], capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert res.returncode == 2 and named in res.stderr and 'Traceback' not in res.stderr
+    assert not (tmp_path / 'x').exists()  # nothing ran
+    assert elapsed < 2.0, f'took {elapsed:.2f} s'
