@@ -25,6 +25,15 @@ def test_vocab_size_and_special_ids(tok):
     assert len(ids) == len(SPECIALS) and all(0 <= i < tok.vocab_size for i in ids)
 
 
+def test_pad_is_id_0(tok):
+    """The invariant the model's padding-free forward reads padding by: <pad> is id 0 in every vocabulary."""
+    from agentrl.tokenizer import PAD, PAD_ID
+    assert PAD_ID == 0 and SPECIALS[0] == PAD and tok.pad_id == PAD_ID
+    assert Tokenizer(list(SPECIALS) + ['a', 'b']).pad_id == 0
+    with pytest.raises(ValueError):
+        Tokenizer([SPECIALS[1], SPECIALS[0], *SPECIALS[2:], 'a'])
+
+
 @pytest.mark.parametrize('task', ALL, ids=[t.name for t in ALL])
 def test_round_trip_source_and_prompt(tok, task):
     for text in (' '.join(task.source), task.prompt, ' '.join(task.correct)):

@@ -168,8 +168,12 @@ class HFPolicy(nn.Module):
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
             raise ValueError(f'ids must lie in [0, {self.vocab_size}) (the vocabulary)')
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids (B, T) -> logits (B, T, V): one plain forward, every position computed."""
+    def forward(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
+        """ids (B, T) -> logits (B, T, V): one plain forward, every position computed.
+
+        ``lengths`` (each row's real tokens, from the policy protocol) is accepted and not needed:
+        right padding never changes a causal model's real logits.
+        """
         self._check_ids(ids)
         if ids.shape[1] > self.max_positions:
             raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')

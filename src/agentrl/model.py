@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .tokenizer import PAD_ID
+
 
 @dataclass
 class TinyAgentConfig:
@@ -210,7 +212,8 @@ class TinyAgent(nn.Module):
     tied head the never-predicted names of held-out functions drift into noise; both block transfer
     to held-out functions (``scripts/ablate_transfer.py`` measures each choice; see the README).
     Weights start small, so logits start near uniform (loss near log V). Right padding is safe:
-    attention is causal, so pad tokens after a sequence never change its logits.
+    attention is causal, so pad tokens after a sequence never change its logits, and the padding
+    is not computed at all (trailing id 0 is padding, or pass ``lengths``: see ``forward``).
     """
 
     def __init__(self, vocab_size: int, d_model: int = 96, n_layers: int = 2, n_heads: int = 4, block_size: int = 320,
@@ -246,28 +249,43 @@ class TinyAgent(nn.Module):
             raise ValueError(f'ids must lie in [0, {self.config.vocab_size}) (the vocabulary), '
                              f'got values in [{int(ids.min())}, {int(ids.max())}]')
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids (B, T) -> logits (B, T, V).
+    def forward(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
+        """ids (B, T) -> logits (B, T, V). Rows may be right-padded; only their real tokens are computed.
 
-        For a batch made by ``collate``, rows are grouped into a few buckets of similar length, so
-        little padding is computed (``length_buckets``); the logits of every real position are the
-        plain forward's, and those at padded positions are meaningless (0 past a bucket's width).
+        A row's real length is ``lengths[b]`` when ``lengths`` (B,) is given (``collate``'s
+        ``batch['lengths']``); otherwise it is read off the ids: **trailing id 0 is padding**
+        (``<pad>`` is id 0 in every agentrl vocabulary, ``tokenizer.PAD_ID``), so a row is T long
+        minus its run of trailing 0s (``lengths_from_padding``). A batch with no padding takes the
+        plain forward; otherwise rows are grouped into a few buckets of similar length, so little
+        padding is computed (``length_buckets``). Attention is causal, so the logits of every real
+        position are the plain forward's (to float rounding); those at padded positions are
+        meaningless (0 past a bucket's width). Pass ``lengths`` when a row's own tokens may end in
+        id 0 (a sampled ``<pad>``): read off the ids, those tokens would count as padding.
         """
         self._check_ids(ids)
         B, T = ids.shape
         if T > self.config.block_size:
             raise ValueError(f'sequence of {T} tokens is longer than block_size {self.config.block_size}')
-        from .render import padded_lengths
-        lengths = padded_lengths(ids)
-        if lengths is None or B == 1:
+        lengths = lengths_from_padding(ids) if lengths is None else self._check_lengths(lengths, B, T)
+        if not B or bool((lengths == T).all()):
             return self._forward(ids)
         logits = None
-        for rows, width in length_buckets(lengths):
+        for rows, width in length_buckets(lengths.clamp(min=1)):
             part = self._forward(ids[rows, :width])  # (b, width, V)
             if logits is None:
                 logits = part.new_zeros(B, T, part.shape[-1])  # (B, T, V)
             logits[rows[:, None], torch.arange(width)[None, :]] = part
         return logits
+
+    @staticmethod
+    def _check_lengths(lengths, B: int, T: int) -> torch.Tensor:
+        lengths = torch.as_tensor(lengths)
+        if lengths.shape != (B,) or lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+            raise ValueError(f'lengths must hold one integer per row ({B}), got {lengths.dtype} {tuple(lengths.shape)}')
+        if B and (int(lengths.min()) < 0 or int(lengths.max()) > T):
+            raise ValueError(f'lengths must lie in [0, {T}] (the sequence length), '
+                             f'got values in [{int(lengths.min())}, {int(lengths.max())}]')
+        return lengths.long()
 
     def _forward(self, ids: torch.Tensor) -> torch.Tensor:
         """The plain forward: ids (B, T) -> logits (B, T, V), every position computed."""
@@ -329,6 +347,17 @@ class TinyAgent(nn.Module):
         return load_model(path, tok)
 
 
+def lengths_from_padding(ids: torch.Tensor) -> torch.Tensor:
+    """Real length of each row of right-padded ids: ids (B, T) -> (B,), T minus the row's run of trailing 0s.
+
+    Id 0 is ``<pad>`` in every agentrl vocabulary (``tokenizer.PAD_ID``) and ``collate`` pads with
+    it, so for a batch of our trajectories this is ``batch['lengths']``, unless a trajectory's own
+    last token is id 0 (then that token counts as padding too). A 0 inside a row is a token like any other.
+    """
+    real = ids != PAD_ID  # (B, T)
+    return (real * torch.arange(1, ids.shape[1] + 1)).amax(1) if ids.shape[1] else real.sum(1)  # (B,)
+
+
 def length_buckets(lengths: torch.Tensor, max_buckets: int = 4, overhead: int = 256) -> list:
     """Split rows into at most ``max_buckets`` groups of similar length -> [(row indices, width)].
 
@@ -358,9 +387,14 @@ def length_buckets(lengths: torch.Tensor, max_buckets: int = 4, overhead: int = 
     return groups[::-1]
 
 
-def sequence_log_probs(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """Log-prob of each next token under ``model``: ids (B, T) -> (B, T-1) (section 15.1)."""
-    logits = model(ids)[:, :-1]  # (B, T-1, V)
+def sequence_log_probs(model: nn.Module, ids: torch.Tensor, lengths=None) -> torch.Tensor:
+    """Log-prob of each next token under ``model``: ids (B, T) -> (B, T-1) (section 15.1).
+
+    ``lengths`` (B,), optional: each row's real tokens (``collate``'s ``batch['lengths']``), passed
+    on as ``model(ids, lengths=lengths)``; without it the model finds the padding itself (see
+    ``TinyAgent.forward``). Entries past a row's length are meaningless.
+    """
+    logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1]  # (B, T-1, V)
     B, T1, V = logits.shape
     return -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1)
 

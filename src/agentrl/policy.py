@@ -7,8 +7,11 @@ with a chat template.
 
 **Policy** (a ``torch.nn.Module``; the recipes train it, copy it and switch train/eval):
 
-- ``policy(ids)``: ids ``[B, T]`` (long) -> logits ``[B, T, V]``. Rows may be right-padded: the
-  model is causal, so pads after a row never change its real logits (``collate`` pads this way).
+- ``policy(ids, lengths=None)``: ids ``[B, T]`` (long) -> logits ``[B, T, V]``. Rows may be
+  right-padded: the model is causal, so pads after a row never change its real logits (``collate``
+  pads this way). ``lengths`` ``[B]``, when given, is each row's real length (``collate``'s
+  ``batch['lengths']``, which the recipes pass); a policy may use it to skip the padding
+  (``TinyAgent`` does; without it, it takes trailing id 0 for padding) or ignore it (``HFPolicy``).
 - ``policy.vocab_size``: ``V``, the number of token ids (the renderer's ``vocab_size`` must equal it).
 - ``policy.new_cache(batch)`` -> a cache for ``batch`` sequences that grow at different speeds; the
   cache has ``keep(rows)`` (a LongTensor of row indices: every other row leaves the batch).
@@ -50,7 +53,7 @@ class Policy(Protocol):
 
     vocab_size: int
 
-    def __call__(self, ids: torch.Tensor) -> torch.Tensor: ...
+    def __call__(self, ids: torch.Tensor, lengths=None) -> torch.Tensor: ...
 
     def new_cache(self, batch: int): ...
 

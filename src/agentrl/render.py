@@ -16,7 +16,6 @@ breaks when two pipelines render differently. The action mask is derived here, o
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -94,25 +93,6 @@ class EpisodeBuilder:
                           float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long))
 
 
-_LENGTHS: dict = {}  # id(ids tensor) -> (weak reference to it, row lengths); entries leave with the tensor
-
-
-def padded_lengths(ids: torch.Tensor):
-    """Row lengths of an ``ids`` tensor made by ``collate`` (None for any other tensor).
-
-    ``TinyAgent`` uses them to skip the padding: causal attention means a row's logits never
-    depend on the pad tokens after it, so computing only the real tokens gives the same logits.
-    A copy, slice or new tensor is not registered, and simply takes the full path.
-    """
-    entry = _LENGTHS.get(id(ids))
-    return entry[1] if entry is not None and entry[0]() is ids else None
-
-
-def _register_lengths(ids: torch.Tensor, lengths: torch.Tensor) -> None:
-    key = id(ids)
-    _LENGTHS[key] = (weakref.ref(ids, lambda _, key=key: _LENGTHS.pop(key, None)), lengths)
-
-
 def collate(trajs, pad_id: int) -> dict:
     """Right-pad a list of trajectories into a batch (the mask is built here, once; section 15.1).
 
@@ -120,7 +100,13 @@ def collate(trajs, pad_id: int) -> dict:
         ids ``[B, T]`` (padded with ``pad_id``), attention_mask ``[B, T]`` (1 on real tokens),
         action_mask ``[B, T-1]`` float (1 where the next token is the policy's), rewards ``[B]``,
         owner ``[B, T]`` and turn ``[B, T]`` (padded with -1), logprobs ``[B, T-1]`` (padded with 0),
-        lengths ``[B]``.
+        lengths ``[B]`` (the real tokens of each row).
+
+    The model needs no more than the ids to skip the padding: with our tokenizer's ``pad_id``
+    (always 0, ``tokenizer.PAD_ID``), ``TinyAgent`` reads each row's length off its trailing 0s.
+    Pass ``lengths`` too (``sequence_log_probs(model, batch['ids'], batch['lengths'])``, as the
+    recipes do) when a row's own tokens may end in id 0 (a sampled ``<pad>``) or ``pad_id`` is
+    not 0.
 
     Example: two episodes of 5 and 3 tokens, ``P`` marking policy tokens::
 
@@ -150,7 +136,6 @@ def collate(trajs, pad_id: int) -> dict:
         ids[b, :n], owner[b, :n], turn[b, :n] = t.ids, t.owner, t.turn
         action_mask[b, :n - 1], logprobs[b, :n - 1] = t.action_mask, t.logprobs
     attention_mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # [B, T]
-    _register_lengths(ids, lengths)  # lets the model skip the padding (see padded_lengths)
     rewards = torch.tensor([float(t.reward) for t in trajs])
     return {'ids': ids, 'attention_mask': attention_mask, 'action_mask': action_mask, 'rewards': rewards,
             'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths}

@@ -65,7 +65,9 @@ class _FullDecoder:
         lengths = torch.tensor([len(s) for s in self.seqs])
         T = int(lengths.max())
         ids = torch.tensor([s + [0] * (T - len(s)) for s in self.seqs], dtype=torch.long)  # (B, T), right-padded
-        logits = self.model(ids)  # (B, T, V)
+        # every column counts as real: the reference computes every position, padding included (a row
+        # may end in a sampled id 0, which the model would otherwise take for padding)
+        logits = self.model(ids, lengths=torch.full_like(lengths, T))  # (B, T, V)
         return logits[torch.arange(len(self.seqs)), lengths - 1]  # (B, V)
 
     def keep(self, rows):

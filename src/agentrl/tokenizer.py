@@ -20,6 +20,10 @@ PAD, BOS, STOP, UNK, TOOL, END_TOOL = '<pad>', '<bos>', '<stop>', '<unk>', '<too
 SPECIALS = (PAD, BOS, STOP, UNK, TOOL, END_TOOL)
 """Special tokens: padding, begin-of-episode, the policy's stop token, unknown, and the template
 wrappers around each tool reply (``<tool> ... </tool>``)."""
+PAD_ID = 0
+"""The id of ``<pad>`` in every agentrl vocabulary (``SPECIALS`` starts with it). ``collate`` pads
+with it, and ``TinyAgent`` reads a row's length off its ids: trailing id 0 is padding."""
+assert SPECIALS[PAD_ID] == PAD
 
 VERBS = ('read', 'edit', 'test', 'submit')
 REPLY_WORDS = ('fix', ':', 'tests', 'fail', 'pass', 'public', 'edited', 'no', 'change', 'error', 'empty',
@@ -27,7 +31,12 @@ REPLY_WORDS = ('fix', ':', 'tests', 'fail', 'pass', 'public', 'edited', 'no', 'c
 
 
 class Tokenizer:
-    """Word-level tokenizer: ``encode(text) -> ids``, ``decode(ids) -> text`` (words joined by spaces)."""
+    """Word-level tokenizer: ``encode(text) -> ids``, ``decode(ids) -> text`` (words joined by spaces).
+
+    Invariant: ``<pad>`` is id 0 (``pad_id == PAD_ID``), because the vocabulary starts with
+    ``SPECIALS``. ``TinyAgent`` relies on it to find a batch's padding without being told: in ids
+    padded with ``pad_id``, a row's run of trailing 0s is padding.
+    """
 
     def __init__(self, words):
         words = list(words)
@@ -38,6 +47,7 @@ class Tokenizer:
         self.pad_id, self.bos_id, self.stop_id, self.unk_id, self.tool_id, self.end_tool_id = (
             self.token_to_id[w] for w in SPECIALS)
         self.special_ids = frozenset(range(len(SPECIALS)))
+        assert self.pad_id == PAD_ID, 'the vocabulary must put <pad> at id 0'
 
     @property
     def vocab_size(self) -> int:

@@ -233,7 +233,7 @@ class Chapter15:
         torch.manual_seed(0 + s)
         fresh = self._new_model()
         with torch.no_grad():
-            logp = sequence_log_probs(fresh, batch['ids'])  # [B, T-1]
+            logp = sequence_log_probs(fresh, batch['ids'], batch['lengths'])  # [B, T-1]
             masked = sft_loss(fresh, batch).item()
         real = batch['attention_mask'][:, 1:]  # [B, T-1], non-padding
         owner = batch['owner'][:, 1:]  # [B, T-1], -1 on padding
@@ -285,7 +285,7 @@ class Chapter15:
         gap = cosine = scale = None
         if kept:
             b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
-            logp = sequence_log_probs(weak, b_all['ids'])  # [B, T-1]
+            logp = sequence_log_probs(weak, b_all['ids'], b_all['lengths'])  # [B, T-1]
             mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
             g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
             g_rft = flat_grad(sft_loss(weak, b_kept), weak)

@@ -63,9 +63,10 @@ def heat_logprobs(model, trajs, batch: int = 64) -> list:
     model.eval()
     for k in range(0, len(trajs), batch):
         chunk = trajs[k:k + batch]
-        ids = collate(chunk, 0)['ids'][:, :block]  # [B, T]; padding after a sequence never changes its log-probs
+        padded = collate(chunk, 0)
+        ids = padded['ids'][:, :block]  # [B, T]; padding after a sequence never changes its log-probs
         with torch.no_grad():
-            logp = sequence_log_probs(model, ids)  # [B, T-1]
+            logp = sequence_log_probs(model, ids, padded['lengths'].clamp(max=ids.shape[1]))  # [B, T-1]
         for b, t in enumerate(chunk):
             n = min(len(t.ids), block) - 1
             vals = logp[b, :n].tolist() + [None] * (len(t.ids) - 1 - n)

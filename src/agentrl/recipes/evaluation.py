@@ -41,5 +41,7 @@ def family_pass(model, tasks, tok, n_samples=4, seed=0) -> dict:
 def action_entropy(model, batch) -> float:
     """Mean next-token entropy over action tokens of a collate batch -> float (section 15.2)."""
     with torch.no_grad():
-        ent = entropy_from_logits(model(batch['ids'])[:, :-1])  # [B, T-1]
+        lengths = batch.get('lengths')
+        logits = model(batch['ids']) if lengths is None else model(batch['ids'], lengths=lengths)  # [B, T, V]
+        ent = entropy_from_logits(logits[:, :-1])  # [B, T-1]
     return ((ent * batch['action_mask']).sum() / batch['action_mask'].sum()).item()

@@ -120,12 +120,13 @@ def group_advantages(rewards: torch.Tensor, adv_norm: str = 'mean') -> torch.Ten
     return advantages
 
 
-def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True):
+def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True, lengths=None):
     """Log-prob of each next token and the next-token entropy at ``temperature``: ids [B, T] -> ([B, T-1], [B, T-1]).
 
-    ``entropy_grad=False`` computes the entropy off the graph (for logging only).
+    ``entropy_grad=False`` computes the entropy off the graph (for logging only). ``lengths`` [B]
+    (optional, ``collate``'s): each row's real tokens, passed on to the model.
     """
-    logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
+    logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1] / temperature  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V]
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)  # [B, T-1]
     return logp, entropy_from_logits(logits if entropy_grad else logits.detach())
@@ -143,8 +144,8 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
     """
     mask = mb['action_mask']  # [b, T-1], 1 on action tokens
     mb_old_logp = mb['logprobs']  # [b, T-1], behaviour log-probs (0 off the action tokens)
-    mb_logp, mb_entropy = token_logp_entropy(model, mb['ids'], cfg.temperature,
-                                             entropy_grad=cfg.ent_coef > 0)  # [b, T-1] each
+    mb_logp, mb_entropy = token_logp_entropy(model, mb['ids'], cfg.temperature, entropy_grad=cfg.ent_coef > 0,
+                                             lengths=mb.get('lengths'))  # [b, T-1] each
     log_ratio = (mb_logp - mb_old_logp) * mask  # [b, T-1], 0 off the action tokens
     ratio = log_ratio.exp()  # [b, T-1]
     A = mb_advantages[:, None]  # [b, 1]
@@ -156,7 +157,8 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
     stats = {}
     if ref_model is not None:
         with torch.no_grad():
-            ref_logp, _ = token_logp_entropy(ref_model, mb['ids'], cfg.temperature, entropy_grad=False)  # [b, T-1]
+            ref_logp, _ = token_logp_entropy(ref_model, mb['ids'], cfg.temperature, entropy_grad=False,
+                                             lengths=mb.get('lengths'))  # [b, T-1]
         log_r = (ref_logp - mb_logp) * mask  # [b, T-1], log pi_ref / pi
         kl = aggregate(log_r.exp() - 1 - log_r, mask, cfg.agg)  # k3: unbiased, always >= 0 (Schulman 2020)
         if cfg.kl_coef:

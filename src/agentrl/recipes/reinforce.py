@@ -53,11 +53,11 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     advantages = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1)  # [B, 1]
     mask = b['action_mask']  # [B, T-1]
     if entropy_bonus:
-        logits = model(b['ids'])[:, :-1]  # [B, T-1, V]
+        logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
         logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
         entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
     else:
-        logp = sequence_log_probs(model, b['ids'])  # [B, T-1]
+        logp = sequence_log_probs(model, b['ids'], b['lengths'])  # [B, T-1]
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
     if entropy_bonus:
         pg_loss = pg_loss - entropy_bonus * entropy

@@ -60,7 +60,7 @@ def weighted_sft_loss(model, batch, weights: torch.Tensor) -> torch.Tensor:
     ``-(w * logp * mask).sum() / mask.sum()``: ``sft_loss`` when every weight is 1, the 0/1 policy
     gradient loss when ``w = R``, and the baseline policy gradient when ``w = R - b``.
     """
-    logp = sequence_log_probs(model, batch['ids'])  # [B, T-1]
+    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
     mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
     w = weights.to(logp.dtype)[:, None]  # [B, 1]
     return -(w * logp * mask).sum() / mask.sum()

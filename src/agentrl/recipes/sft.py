@@ -16,7 +16,7 @@ from ..render import collate
 
 def sft_loss(model, batch) -> torch.Tensor:
     """Masked NLL on policy tokens: batch from collate (ids [B, T], action_mask [B, T-1]) -> scalar (section 15.1)."""
-    logp = sequence_log_probs(model, batch['ids'])  # [B, T-1]
+    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
     mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
     return -(logp * mask).sum() / mask.sum()
 
