@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from agentrl.model import TinyAgentConfig
+
 import agentrl as arl
 from agentrl.experiments import figures, report
 from agentrl.experiments.bands import check_transcript
@@ -99,8 +101,9 @@ def test_resume_refuses_other_settings_naming_the_keys(first):
     out, _, _ = first
     with pytest.raises(ValueError, match='another seed'):
         Chapter15(out, seed=3, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
-    other = apply(Ch15Config.smoke(), {'sft_steps': 2, 'model.qk_temperature': 4.0})
-    with pytest.raises(ValueError, match=r'another config: model\.qk_temperature \(saved 8\.0, now 4\.0\); '
+    tau = TinyAgentConfig(1).qk_temperature  # the default the first run used
+    other = apply(Ch15Config.smoke(), {'sft_steps': 2, 'model.qk_temperature': tau / 2})
+    with pytest.raises(ValueError, match=rf'another config: model\.qk_temperature \(saved {tau}, now {tau / 2}\); '
                                          r'sft_steps \(saved 4, now 2\)'):
         Chapter15(out, resume=True, config=other, log=lambda line: None)
 
@@ -117,7 +120,7 @@ def test_results_record_the_effective_config_and_provenance(first):
 
 def test_setting_a_key_to_its_default_changes_no_figure(first, tmp_path):
     out, _, _ = first
-    same = {'sft_steps': 4, 'sft_lr': 0.003, 'rl_temperature': 1.0, 'model.qk_temperature': 8.0}
+    same = {'sft_steps': 4, 'sft_lr': 0.003, 'rl_temperature': 1.0, 'model.qk_temperature': TinyAgentConfig(1).qk_temperature}
     run(tmp_path, config=apply(Ch15Config.smoke(), same), overrides=same).run()
     assert without_provenance(tmp_path / 'results.json') == without_provenance(out / 'results.json')
     assert json.loads((tmp_path / 'results.json').read_text())['provenance']['overrides'] == same

@@ -12,6 +12,8 @@ import threading
 
 import pytest
 
+from agentrl.model import TinyAgentConfig
+
 from agentrl.cli import build_parser, main
 from agentrl.experiments import stats as S
 from agentrl.experiments import sweep
@@ -132,7 +134,7 @@ def test_sweep_writes_outputs(local_sweep):
         assert stat['ci95'][0] <= stat['mean'] <= stat['ci95'][1]
     md = (out / 'sweep.md').read_text()
     assert '## Findings, by hold rate' in md and '± ' in md and 'fig15_3_recipes_ci.png' in md
-    assert sw['budget'] == 'smoke' and sw['config']['sft_steps'] == 4 and sw['config']['model']['qk_temperature'] == 8.0
+    assert sw['budget'] == 'smoke' and sw['config']['sft_steps'] == 4 and sw['config']['model']['qk_temperature'] == TinyAgentConfig(1).qk_temperature
     assert sw['overrides'] == {} and sw['provenance']['worker_torch_threads'] == 1 and 'git_commit' in sw['provenance']
 
 

@@ -132,9 +132,11 @@ class Ch15Config:
 
     @classmethod
     def smoke(cls) -> 'Ch15Config':
-        """A run of a few seconds that exercises every section (the findings are meaningless)."""
-        return cls(weak_steps=4, sft_steps=4, sft_every=2, cold_start_step=2, eval_samples=1, describe_samples=1,
-                   rft_rounds=2, rft_samples=2, rft_steps=2, dpo_steps=2, dpo_every=1, rl_cold_steps=2,
+        """A run of a few seconds that exercises every section (the findings are meaningless). The weak
+        base trains just long enough (12 steps) and 15.3/15.4 sample 4 episodes per task, so that
+        some tasks are both won and lost and DPO has preference pairs at any seed."""
+        return cls(weak_steps=12, sft_steps=4, sft_every=2, cold_start_step=2, eval_samples=1, describe_samples=1,
+                   rft_rounds=2, rft_samples=4, rft_steps=2, dpo_steps=2, dpo_every=1, rl_cold_steps=2,
                    rl_only_steps=2, rl_every=1, mismatch_steps=2, probe_group=2, hack_rounds=2)
 
 
