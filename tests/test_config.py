@@ -104,7 +104,7 @@ def test_config_file_then_set(tmp_path):
     f.write_text('sft_steps = 30\nrl_temperature = 2\n\n[model]\nqk_temperature = 4\n')
     cfg, overrides = C.resolve(smoke=True, config_file=f, sets=['sft_steps=2'])
     assert overrides == {'sft_steps': 2, 'rl_temperature': 2.0, 'model.qk_temperature': 4.0}
-    assert (cfg.sft_steps, cfg.rl_temperature, cfg.model, cfg.weak_steps) == (2, 2.0, {'qk_temperature': 4.0}, 4)
+    assert (cfg.sft_steps, cfg.rl_temperature, cfg.model, cfg.weak_steps) == (2, 2.0, {'qk_temperature': 4.0}, C.Ch15Config.smoke().weak_steps)
     f.write_text('model.qk_temprature = 4\n')
     with pytest.raises(ValueError, match=rf"unknown key 'model.qk_temprature' in {f}.*did you mean model\.qk_temperature"):
         C.resolve(config_file=f)
