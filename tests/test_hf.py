@@ -21,6 +21,7 @@ from agentrl.hf import ARCHS, HFPolicy, hf_config, make_policy, word_tokenizer  
 from agentrl.policy import Policy  # noqa: E402
 from agentrl.recipes import reinforce as reinforce_module  # noqa: E402
 from agentrl.recipes.dpo import episode_logp, preference_loss  # noqa: E402
+from gradcheck import LogitGrads, assert_only_policy_positions  # noqa: E402
 
 from conftest import SMALL, one_thread  # noqa: E402
 from hfkit import bpe_tokenizer  # noqa: E402
@@ -207,38 +208,6 @@ def test_chat_rollouts_equal_their_scripted_replay(trained_chat_gpt2, chatml, ta
 
 
 # --- the recipes, unchanged, on an HFPolicy ----------------------------------------------------------
-
-class LogitGrads:
-    """Keeps every logits tensor the model returns during a loss, to read its gradient afterwards."""
-
-    def __init__(self, model):
-        self.model, self.seen, self.forward = model, [], model.forward
-
-    def __enter__(self):
-        def forward(ids, *args, **kwargs):
-            out = self.forward(ids, *args, **kwargs)
-            if out.requires_grad:
-                out.retain_grad()
-                self.seen.append(out)
-            return out
-        self.model.forward = forward
-        return self
-
-    def __exit__(self, *exc):
-        del self.model.forward
-
-
-def assert_only_policy_positions(seen, trajs):
-    assert seen
-    for out in seen:
-        B, T, _ = out.shape
-        trained = torch.zeros(B, T, dtype=torch.bool)
-        for b, t in enumerate(trajs):
-            trained[b, :len(t.owner) - 1] = t.owner[1:] == POLICY
-        per_pos = out.grad.abs().sum(-1)  # (B, T)
-        assert per_pos[~trained].max().item() == 0.0
-        assert per_pos[trained].max().item() > 0.0
-
 
 @pytest.mark.parametrize('setup', ['gpt2-word', 'llama-word', 'gpt2-chatml', 'llama-chatml'])
 def test_losses_train_only_policy_tokens(setup, tok, chatml, train_tasks):

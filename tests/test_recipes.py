@@ -17,6 +17,7 @@ from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_lo
 from agentrl.recipes.star import mask_forced_tokens
 
 from conftest import SMALL
+from gradcheck import LogitGrads, assert_only_policy_positions
 
 POLICY = arl.OWNER['policy']
 
@@ -69,42 +70,6 @@ def test_dpo_loss_ignores_reference_gradients():
 
 
 # --- gradient isolation: only policy tokens are ever trained, in every recipe's loss
-
-class LogitGrads:
-    """Keeps every logits tensor the model returns during a loss, to read its gradient afterwards."""
-
-    def __init__(self, model):
-        self.model, self.seen = model, []
-        self.forward = model.forward
-
-    def __enter__(self):
-        def forward(ids, *args, **kwargs):
-            out = self.forward(ids, *args, **kwargs)  # (B, T, V)
-            if out.requires_grad:
-                out.retain_grad()
-                self.seen.append(out)
-            return out
-        self.model.forward = forward
-        return self
-
-    def __exit__(self, *exc):
-        del self.model.forward
-
-
-def assert_only_policy_positions(logits_grads, trajs):
-    """Position t of row b predicts token t+1: its logits may get gradient only if that token is the policy's."""
-    assert logits_grads, 'the loss never called the model'
-    for out in logits_grads:
-        assert out.grad is not None
-        B, T, _ = out.shape
-        assert B == len(trajs)
-        trained = torch.zeros(B, T, dtype=torch.bool)
-        for b, t in enumerate(trajs):
-            trained[b, :len(t.owner) - 1] = t.owner[1:] == POLICY
-        per_pos = out.grad.abs().sum(-1)  # (B, T)
-        assert per_pos[~trained].max().item() == 0.0
-        assert per_pos[trained].max().item() > 0.0
-
 
 def test_sft_loss_trains_only_policy_tokens(model, mixed, tok):
     m = copy.deepcopy(model)
