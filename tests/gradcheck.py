@@ -2,9 +2,12 @@
 positions that predict a policy token (section 15.1's mask), whatever the model."""
 from __future__ import annotations
 
+import random
+
 import torch
 
 import agentrl as arl
+from agentrl.recipes import reinforce as reinforce_module
 
 POLICY = arl.OWNER['policy']
 
@@ -43,3 +46,22 @@ def assert_only_policy_positions(logits_grads, trajs):
         per_pos = out.grad.abs().sum(-1)  # (B, T)
         assert per_pos[~trained].max().item() == 0.0
         assert per_pos[trained].max().item() > 0.0
+
+
+def reinforce_step_logit_grads(model, tasks, tok, monkeypatch, n_tasks=10, group=8):
+    """One real ``reinforce_step`` (lr 0: the backward runs, the weights stay) -> (logits seen, sampled episodes).
+
+    The step's own rollouts are kept (by wrapping ``rollout_batch``), so the gradient can be checked against
+    the episodes it was computed on."""
+    sampled = []
+
+    def rollout_and_keep(*args, **kwargs):
+        trajs = arl.rollout_batch(*args, **kwargs)
+        sampled.extend(trajs)
+        return trajs
+
+    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    with LogitGrads(model) as g:
+        arl.reinforce_step(model, torch.optim.SGD(model.parameters(), lr=0.0), tasks, tok, random.Random(0),
+                           torch.Generator().manual_seed(0), n_tasks=n_tasks, group=group)
+    return g.seen, sampled

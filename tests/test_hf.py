@@ -19,11 +19,11 @@ import agentrl as arl  # noqa: E402
 from agentrl.chat import ChatRenderer, replay  # noqa: E402
 from agentrl.hf import ARCHS, HFPolicy, hf_config, make_policy, word_tokenizer  # noqa: E402
 from agentrl.policy import Policy  # noqa: E402
-from agentrl.recipes import reinforce as reinforce_module  # noqa: E402
 from agentrl.recipes.dpo import episode_logp, preference_loss  # noqa: E402
-from gradcheck import LogitGrads, assert_only_policy_positions  # noqa: E402
+from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads  # noqa: E402
 
 from conftest import SMALL, one_thread  # noqa: E402
+from feeding import feed_schedules  # noqa: E402
 from hfkit import bpe_tokenizer  # noqa: E402
 
 POLICY = arl.OWNER['policy']
@@ -96,25 +96,6 @@ def test_word_tokenizer_keeps_our_ids(tok, oracle_demos):
 
 # --- the cache: logits equal to a full forward at every step --------------------------------------
 
-def _schedules(trajs, mode, rng):
-    out = []
-    for t in trajs:
-        if mode == 'tokens':
-            out.append([(i, i + 1) for i in range(len(t))])
-        elif mode == 'turns':
-            turn = t.turn.tolist()
-            bounds = [0] + [i for i in range(1, len(turn)) if turn[i] != turn[i - 1]] + [len(turn)]
-            out.append(list(zip(bounds[:-1], bounds[1:])))
-        else:
-            chunks, i = [], 0
-            while i < len(t):
-                j = min(len(t), i + rng.randint(1, 9))
-                chunks.append((i, j))
-                i = j
-            out.append(chunks)
-    return out
-
-
 @pytest.mark.parametrize('arch', ARCHS)
 @pytest.mark.parametrize('mode', ['turns', 'tokens', 'ragged'])
 @pytest.mark.parametrize('vocab', ['word', 'chatml'])
@@ -127,7 +108,7 @@ def test_cached_logits_equal_full_forward(arch, mode, vocab, tok, chatml, train_
     worst, n = 0.0, 0
     with torch.no_grad():
         cache = model.new_cache(B)
-        schedules = _schedules(trajs, mode, random.Random(0))
+        schedules = feed_schedules(trajs, mode, random.Random(0))
         for r in range(max(len(s) for s in schedules)):
             chunks = [s[r] if r < len(s) else (0, 0) for s in schedules]
             n_new = torch.tensor([e - s for s, e in chunks])
@@ -236,21 +217,10 @@ def test_losses_train_only_policy_tokens(setup, tok, chatml, train_tasks):
 
 
 def test_reinforce_step_trains_only_policy_tokens(trained_word, train_tasks, tok, monkeypatch):
-    m = copy.deepcopy(trained_word['gpt2'])
-    sampled = []
-
-    def rollout_and_keep(*args, **kwargs):
-        trajs = arl.rollout_batch(*args, **kwargs)
-        sampled.extend(trajs)
-        return trajs
-
-    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
-    with LogitGrads(m) as g:
-        arl.reinforce_step(m, torch.optim.SGD(m.parameters(), lr=0.0), train_tasks, tok, random.Random(0),
-                           torch.Generator().manual_seed(0), n_tasks=10, group=8)
+    seen, sampled = reinforce_step_logit_grads(copy.deepcopy(trained_word['gpt2']), train_tasks, tok, monkeypatch)
     rewards = torch.tensor([t.reward for t in sampled]).view(10, 8)
     assert (rewards != 0).any()
-    assert_only_policy_positions(g.seen, sampled)
+    assert_only_policy_positions(seen, sampled)
 
 
 @pytest.mark.parametrize('setup', ['gpt2-word', 'llama-chatml'])

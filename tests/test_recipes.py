@@ -17,7 +17,7 @@ from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_lo
 from agentrl.recipes.star import mask_forced_tokens
 
 from conftest import SMALL
-from gradcheck import LogitGrads, assert_only_policy_positions
+from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads
 
 POLICY = arl.OWNER['policy']
 
@@ -108,22 +108,10 @@ def test_dpo_trains_only_policy_tokens(model, train_oracle_demos, blind_trajs, t
 
 
 def test_reinforce_step_trains_only_policy_tokens(trained_model, train_tasks, tok, monkeypatch):
-    m = copy.deepcopy(trained_model)
-    sampled = []
-
-    def rollout_and_keep(*args, **kwargs):
-        trajs = arl.rollout_batch(*args, **kwargs)
-        sampled.extend(trajs)
-        return trajs
-
-    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
-    # lr 0: the step runs its real backward pass but leaves the weights alone
-    with LogitGrads(m) as g:
-        arl.reinforce_step(m, torch.optim.SGD(m.parameters(), lr=0.0), train_tasks, tok, random.Random(0),
-                           torch.Generator().manual_seed(0), n_tasks=10, group=8)
+    seen, sampled = reinforce_step_logit_grads(copy.deepcopy(trained_model), train_tasks, tok, monkeypatch)
     rewards = torch.tensor([t.reward for t in sampled]).view(10, 8)
     assert (rewards.std(1) > 0).any(), 'no informative group: nothing to check'
-    assert_only_policy_positions(g.seen, sampled)
+    assert_only_policy_positions(seen, sampled)
 
 
 @pytest.mark.parametrize('temperature, bonus', [(1.0, 0.0), (2.5, 0.3)])

@@ -10,15 +10,9 @@ import agentrl as arl
 from agentrl.recipes.diagnostics import check_rendering, rerender
 
 from conftest import SMALL
+from feeding import feed_schedules
 
 POLICY = arl.OWNER['policy']
-
-
-def turn_chunks(traj):
-    """Split a trajectory's ids at turn boundaries -> list of (start, end)."""
-    turn = traj.turn.tolist()
-    bounds = [0] + [i for i in range(1, len(turn)) if turn[i] != turn[i - 1]] + [len(turn)]
-    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def calls_end_with_stop(traj, tok):
@@ -38,24 +32,6 @@ def multi_turn(trained_rollouts):
     return pick
 
 
-def _schedules(trajs, mode, rng):
-    """Per row, the list of (start, end) chunks to feed: at turn boundaries, one token at a time, or ragged."""
-    out = []
-    for t in trajs:
-        if mode == 'turns':
-            out.append(turn_chunks(t))
-        elif mode == 'tokens':
-            out.append([(i, i + 1) for i in range(len(t))])
-        else:
-            chunks, i = [], 0
-            while i < len(t):
-                j = min(len(t), i + rng.randint(1, 9))
-                chunks.append((i, j))
-                i = j
-            out.append(chunks)
-    return out
-
-
 @pytest.mark.parametrize('model_name', ['trained_model', 'fresh_model'])
 @pytest.mark.parametrize('mode, capacity', [('turns', None), ('turns', 4), ('tokens', None), ('ragged', 16)])
 def test_kv_cache_equals_full_forward(model_name, mode, capacity, multi_turn, tok, request):
@@ -65,7 +41,7 @@ def test_kv_cache_equals_full_forward(model_name, mode, capacity, multi_turn, to
     with torch.no_grad():
         full = model(arl.collate(trajs, tok.pad_id)['ids'])  # [B, T, V], right padding is safe
         cache = model.new_cache(B) if capacity is None else model.new_cache(B, capacity=capacity)
-        schedules = _schedules(trajs, mode, random.Random(0))
+        schedules = feed_schedules(trajs, mode, random.Random(0))
         n_compared = 0
         for r in range(max(len(s) for s in schedules)):
             chunks = [s[r] if r < len(s) else (0, 0) for s in schedules]
