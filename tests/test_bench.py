@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from agentrl.experiments import bench
+from agentrl.experiments import bench, bench_render
 
 RATIOS = ('rollout_vs_forward', 'kv_cache_speedup', 'sampling_vs_hf', 'sft_step_vs_hf')
-TINY = dict(repeats=1, threads=1, n_tasks=2, episodes_per_task=2, weak_steps=2, sft_steps=2, sft_batch=4,
-            peer_attns=('sdpa',), log=lambda msg: None)
+TINY = dict(repeats=2, threads=1, n_tasks=2, episodes_per_task=2, weak_steps=2, sft_steps=2, sft_batch=4,
+            peer_attns=('sdpa',), gemm_sizes=(128, 256), log=lambda msg: None)
 
 
 def _positive(x):
@@ -34,6 +34,31 @@ def test_own_figures(result):
     assert _positive(result['sft_step']['tokens_per_s'])
     assert result['machine']['torch'] == torch.__version__ and result['machine']['threads'] == 1
     json.dumps(result)  # the --json output is this dict
+
+
+def test_ratios_are_medians_of_interleaved_pairs(result):
+    """Every headline ratio is the median of `repeats` per-round pair ratios, with its spread and method in the JSON."""
+    keys = ['rollout_vs_forward', 'kv_cache_speedup', 'rollout_vs_forward_fresh', 'kv_cache_speedup_fresh',
+            'sft_step_peak_fraction', 'sampling_step_peak_fraction']
+    if result['hf_generate'] is not None:
+        keys += ['sampling_vs_hf', 'sampling_vs_hf_same_shape', 'sft_step_vs_hf', 'hf_engine_vs_generate_loop',
+                 'hf_engine_vs_generate_loop_fresh']
+    assert 'interleaved' in result['method'] and result['settings']['repeats'] == TINY['repeats']
+    for key in keys:
+        r = result['ratios'][key]
+        assert r['n'] == len(r['pairs']) == TINY['repeats'] and 'interleaved pair ratios' in r['method'], key
+        assert r['min'] <= r['median'] <= r['max'] and r['median'] == result[key], key
+    assert result['rollout_sft']['order'] == [['forward', 'rollout', 'no_cache'], ['no_cache', 'rollout', 'forward']]
+    assert {'threads', 'loadavg_1m_start', 'loadavg_1m_end'} <= set(result['machine'])
+
+
+def test_gflops_against_the_gemm_peak(result):
+    for key in ('gemm_peak_gflops', 'sft_step_gflops', 'sampling_step_gflops', 'sft_step_peak_fraction',
+                'sampling_step_peak_fraction'):
+        assert _positive(result[key]), (key, result[key])
+    eff = result['efficiency']
+    assert eff['gemm']['n'] in TINY['gemm_sizes'] and eff['sampling_step']['batch'] == result['settings']['episodes']
+    assert eff['sft_step']['flops'] == 3 * eff['sft_step']['forward_flops'] and 'sft_step' in eff['flop_formulas']
 
 
 def test_peer_ratios(result):
@@ -66,7 +91,7 @@ def test_cli_json_prints_one_object(result, monkeypatch, capsys):
 def test_table_renders(result):
     from rich.console import Console
     console = Console(record=True, width=160)
-    bench.render(result, console)
+    bench_render.render(result, console)
     text = console.export_text()
     for key in ('rollout_vs_forward', 'kv_cache_speedup', 'sft_step_vs_hf' if result['hf_generate'] else 'SFT step'):
         assert key in text

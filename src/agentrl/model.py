@@ -85,20 +85,17 @@ class Rotary(nn.Module):
         self.dims = dims
         inv = 1.0 / base ** (torch.arange(0, dims, 2).float() / max(dims, 1))  # (dims/2,)
         angles = torch.arange(block_size).float()[:, None] * inv[None, :]  # (block, dims/2)
-        self.register_buffer('cos', angles.cos(), persistent=False)
-        self.register_buffer('sin', angles.sin(), persistent=False)
+        self.register_buffer('cos', angles.cos()[:, None, :], persistent=False)  # (block, 1, dims/2)
+        self.register_buffer('sin', angles.sin()[:, None, :], persistent=False)
 
     def forward(self, x, positions):
-        """x (B, nh, T, hs), positions (T,) or (B, T) -> x with its first ``dims`` dims rotated."""
+        """x (..., T, h, hs), positions (T,) or (..., T) -> x with each head's first ``dims`` dims rotated."""
         if self.dims == 0:
             return x
-        cos, sin = self.cos[positions], self.sin[positions]  # (T, dims/2) or (B, T, dims/2)
-        if cos.dim() == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, dims/2)
-        rot, rest = x[..., :self.dims], x[..., self.dims:]
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]  # (B, nh, T, dims/2) each
-        rot = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (B, nh, T, dims)
-        return torch.cat((rot, rest), dim=-1)
+        cos, sin = self.cos[positions], self.sin[positions]  # (..., T, 1, dims/2)
+        x1, x2 = x[..., :self.dims:2], x[..., 1:self.dims:2]  # (..., T, h, dims/2) each
+        rot = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., T, h, dims)
+        return torch.cat((rot, x[..., self.dims:]), dim=-1)
 
 
 class KVCache:
@@ -107,28 +104,45 @@ class KVCache:
     Row ``b`` holds ``lengths[b]`` valid positions; a cached forward writes its new tokens at
     positions ``lengths[b] .. lengths[b] + C - 1`` and attends causally by absolute position, so
     rows with different prefix lengths share one batched forward.
+
+    Storage is allocated once, uninitialised (untouched memory costs nothing), and positions are
+    zeroed only as the batch first reaches them (``ready``): a masked position must hold a finite
+    value, since softmax weight 0 times NaN is NaN. ``keep`` copies only the positions in use.
     """
 
     def __init__(self, n_layers, batch, n_heads, capacity, head_size, dtype=torch.float32):
         shape = (batch, n_heads, capacity, head_size)  # (B, nh, S_max, hs)
-        self.k = [torch.zeros(shape, dtype=dtype) for _ in range(n_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype) for _ in range(n_layers)]
+        self.k = [torch.empty(shape, dtype=dtype) for _ in range(n_layers)]
+        self.v = [torch.empty(shape, dtype=dtype) for _ in range(n_layers)]
         self.lengths = torch.zeros(batch, dtype=torch.long)  # (B,)
         self.capacity = capacity
+        self.ready = 0  # positions [0, ready) of every row hold finite values (written or zeroed)
 
     def reserve(self, needed: int):
-        """Grow every layer's storage (doubling) so that ``needed`` positions fit."""
-        if needed <= self.capacity:
-            return
-        new = max(needed, 2 * self.capacity)
-        pad = lambda t: torch.cat([t, t.new_zeros(t.shape[0], t.shape[1], new - self.capacity, t.shape[3])], dim=2)
-        self.k, self.v = [pad(k) for k in self.k], [pad(v) for v in self.v]
-        self.capacity = new
+        """Make positions [0, needed) usable in every row: grow the storage if it is too short (doubling),
+        then zero what no row has reached yet (in steps of 16 positions)."""
+        if needed > self.capacity:
+            new = max(needed, 2 * self.capacity)
+
+            def grow(t):
+                out = t.new_empty(t.shape[0], t.shape[1], new, t.shape[3])  # (B, nh, new, hs)
+                out[:, :, :self.ready] = t[:, :, :self.ready]
+                return out
+            self.k, self.v = [grow(k) for k in self.k], [grow(v) for v in self.v]
+            self.capacity = new
+        if needed > self.ready:
+            end = min(-(-needed // 16) * 16, self.capacity)
+            for t in self.k + self.v:
+                t[:, :, self.ready:end].zero_()
+            self.ready = end
 
     def keep(self, rows: torch.Tensor):
         """Drop every row not in ``rows`` (finished episodes leave the batch)."""
-        self.k = [k.index_select(0, rows) for k in self.k]
-        self.v = [v.index_select(0, rows) for v in self.v]
+        def take(t):
+            out = t.new_empty(len(rows), t.shape[1], t.shape[2], t.shape[3])  # (b, nh, S_max, hs)
+            torch.index_select(t[:, :, :self.ready], 0, rows, out=out[:, :, :self.ready])
+            return out
+        self.k, self.v = [take(k) for k in self.k], [take(v) for v in self.v]
         self.lengths = self.lengths.index_select(0, rows)
 
 
@@ -148,41 +162,42 @@ class CausalSelfAttention(nn.Module):
         self.rotary = rotary
 
     def _qkv(self, x, positions):
-        """x (..., T, d) -> q, k, v, each (..., nh, T, hs), with QK-norm, temperature and rotary applied."""
-        *lead, T, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=-1)  # 3 x (..., T, d)
-        q, k, v = (t.view(*lead, T, self.n_heads, self.head_size).transpose(-3, -2) for t in (q, k, v))  # (..., nh, T, hs)
-        q = self.rotary(F.normalize(q, dim=-1), positions) * self.temperature
-        k = self.rotary(F.normalize(k, dim=-1), positions)
-        return q, k, v
+        """x (..., T, d) -> q, k, v, each (..., T, nh, hs): QK-norm, rotary and temperature applied.
+
+        Queries and keys are normalised (and rotated) together, as one (..., T, 2 nh, hs) tensor.
+        """
+        nh, hs = self.n_heads, self.head_size
+        qkv = self.qkv(x).unflatten(-1, (3 * nh, hs))  # (..., T, 3nh, hs)
+        qk = self.rotary(F.normalize(qkv[..., :2 * nh, :], dim=-1), positions)  # (..., T, 2nh, hs)
+        q = qk[..., :nh, :] * self.temperature.view(nh, 1)  # (..., T, nh, hs)
+        return q, qk[..., nh:, :], qkv[..., 2 * nh:, :]
 
     def forward(self, x, positions):
         """x (B, T, d), positions (T,) -> (B, T, d): causal self-attention over the whole sequence."""
         B, T, d = x.shape
-        q, k, v = self._qkv(x, positions)  # (B, nh, T, hs) each
+        q, k, v = (t.transpose(1, 2) for t in self._qkv(x, positions))  # (B, nh, T, hs) each
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)  # (B, nh, T, hs)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))  # (B, T, d)
 
-    def forward_cached(self, x, where, cache, layer, mask):
-        """New tokens only: x (N, d) for the N real new tokens of a padded (B, C) chunk -> (N, d).
+    def forward_cached(self, x, rows, positions, cache, layer, mask):
+        """x (b, C, d): C new tokens of cache rows ``rows`` (b,) at absolute ``positions`` (b, C) -> (b, C, d).
 
-        ``where`` = (rows, cols, positions), each (N,): each token's row, column in the chunk and
-        absolute position. Keys and values go into the cache; queries are scattered into the padded
-        chunk layout just for the attention, against every row's cached prefix.
+        ``rows`` None means every row of the cache, in order. Keys and values go into the cache at
+        their positions, then the queries attend to each row's cached prefix under ``mask``
+        (b, 1, C, S), additive. A row's padding tokens are computed too: their keys land past its
+        real tokens, where the row's next real tokens overwrite them before any query attends there.
         """
-        rows, cols, positions = where
-        N, d = x.shape
-        B, C = mask.shape[0], mask.shape[2]
-        q, k, v = self._qkv(x[:, None, :], positions[:, None])  # (N, nh, 1, hs) each
-        cache.k[layer][rows, :, positions] = k[:, :, 0]  # (N, nh, hs) into (B, nh, S_max, hs)
-        cache.v[layer][rows, :, positions] = v[:, :, 0]
-        qp = q.new_zeros(B, C, self.n_heads, self.head_size)  # (B, C, nh, hs), zeros where no token
-        qp[rows, cols] = q[:, :, 0]
+        b, C, d = x.shape
+        q, k, v = self._qkv(x, positions)  # (b, C, nh, hs) each
+        at = (torch.arange(b) if rows is None else rows)[:, None]  # (b, 1)
+        cache.k[layer][at, :, positions] = k  # (b, C, nh, hs) into (B, nh, S_max, hs)
+        cache.v[layer][at, :, positions] = v
         S = mask.shape[-1]
-        y = F.scaled_dot_product_attention(qp.transpose(1, 2), cache.k[layer][:, :, :S], cache.v[layer][:, :, :S],
-                                           attn_mask=mask, scale=1.0)  # (B, nh, C, hs)
-        y = y.transpose(1, 2)[rows, cols].reshape(N, d)  # (N, d)
-        return self.proj(y)
+        keys, values = cache.k[layer][:, :, :S], cache.v[layer][:, :, :S]  # (B, nh, S, hs)
+        if rows is not None:
+            keys, values = keys[rows], values[rows]  # (b, nh, S, hs)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask, scale=1.0)  # (b, nh, C, hs)
+        return self.proj(y.transpose(1, 2).reshape(b, C, d))  # (b, C, d)
 
 
 class MLP(nn.Module):
@@ -205,8 +220,8 @@ class Block(nn.Module):
         x = x + self.attn(self.ln1(x), positions)
         return x + self.mlp(self.ln2(x))
 
-    def forward_cached(self, x, where, cache, layer, mask):
-        x = x + self.attn.forward_cached(self.ln1(x), where, cache, layer, mask)
+    def forward_cached(self, x, rows, positions, cache, layer, mask):
+        x = x + self.attn.forward_cached(self.ln1(x), rows, positions, cache, layer, mask)
         return x + self.mlp(self.ln2(x))
 
 
@@ -306,39 +321,61 @@ class TinyAgent(nn.Module):
         return self.head(self.ln_f(x))  # (B, T, V)
 
     # --- cached decoding, used by rollouts
-    def new_cache(self, batch: int, capacity: int = 128) -> KVCache:
-        """An empty cache for ``batch`` sequences; it grows as needed."""
+    def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
+        """An empty cache for ``batch`` sequences (room for ``capacity`` positions, default the block
+        size and one dummy position, see ``forward_cached``; it grows if more are needed)."""
         cfg = self.config
+        capacity = cfg.block_size + 1 if capacity is None else capacity
         return KVCache(cfg.n_layers, batch, cfg.n_heads, capacity, cfg.d_model // cfg.n_heads, self.tok_emb.weight.dtype)
 
     def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Feed a chunk through the cache -> logits (B, V) at each row's last new token.
 
-        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding, never
-        computed). They are written at positions ``cache.lengths[b] ...`` and the lengths advance
-        by ``n_new``. A row with ``n_new[b] == 0`` is left as it was; its logits are 0.
+        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding). They are
+        written at positions ``cache.lengths[b] ...`` and the lengths advance by ``n_new``. A row
+        with ``n_new[b] == 0`` is left as it was; its logits are 0.
+
+        A one-token chunk (a sampling step) runs every row at once, a row without a new token on
+        a dummy one. Longer chunks (prompt and reply prefills) run in a few groups of rows with
+        similar ``n_new`` (``length_buckets``), each as one dense (rows, width) forward, so little
+        padding is computed. Padding and dummy tokens only ever write past a row's real tokens.
         """
         B, C = ids.shape
         start = cache.lengths  # (B,)
-        S = int((start + n_new).max().clamp(min=1))
-        if S > self.config.block_size:
-            raise ValueError(f'sequence of {S} tokens is longer than block_size {self.config.block_size}')
-        cache.reserve(S)
-        valid = torch.arange(C)[None, :] < n_new[:, None]  # (B, C)
-        rows, cols = valid.nonzero(as_tuple=True)  # (N,) each, row-major: a row's tokens are consecutive
-        positions = start[rows] + cols  # (N,)
-        query_pos = start[:, None] + torch.arange(C)[None, :]  # (B, C)
-        mask = torch.zeros(B, 1, C, S).masked_fill_(
-            torch.arange(S)[None, None, None, :] > query_pos[:, None, :, None], float('-inf'))  # (B, 1, C, S) additive
-        x = self.tok_emb(ids[rows, cols])  # (N, d)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb(positions)
-        for i, block in enumerate(self.blocks):
-            x = block.forward_cached(x, (rows, cols, positions), cache, i, mask)
-        last = torch.cumsum(n_new, 0) - 1  # (B,) index of each row's last new token in the flat order
-        h = self.ln_f(x[last.clamp(min=0)])  # (B, d)
+        longest = int((start + n_new).max()) if B else 0
+        if longest > self.config.block_size:
+            raise ValueError(f'sequence of {longest} tokens is longer than block_size {self.config.block_size}')
+        if C == 1:
+            groups = [(None, 1)]
+        else:
+            real = (n_new > 0).nonzero().squeeze(1)  # (b,) rows with new tokens
+            groups = [(real[g], w) for g, w in length_buckets(n_new[real])] if len(real) else []
+            if len(groups) == 1 and len(real) == B:
+                groups = [(None, groups[0][1])]
+        cache.reserve(max((int(start.max() if r is None else start[r].max()) + w for r, w in groups), default=0))
+        logits = None
+        for rows, width in groups:
+            st, nn_ = (start, n_new) if rows is None else (start[rows], n_new[rows])  # (b,) each
+            positions = st[:, None] + torch.arange(width)[None, :]  # (b, width)
+            S = int(positions.max()) + 1
+            mask = torch.zeros(len(st), 1, width, S).masked_fill_(
+                torch.arange(S)[None, None, None, :] > positions[:, None, :, None], float('-inf'))  # (b, 1, width, S)
+            x = self.tok_emb(ids[:, :width] if rows is None else ids[rows, :width])  # (b, width, d)
+            if self.pos_emb is not None:
+                x = x + self.pos_emb(positions)
+            for i, block in enumerate(self.blocks):
+                x = block.forward_cached(x, rows, positions, cache, i, mask)
+            h = x[torch.arange(len(st)), (nn_ - 1).clamp(min=0)]  # (b, d): each row's last new token
+            out = self.head(self.ln_f(h))  # (b, V)
+            if rows is None:
+                logits = out
+            else:
+                logits = out.new_zeros(B, out.shape[1]) if logits is None else logits
+                logits[rows] = out
+        if logits is None:
+            logits = torch.zeros(B, self.config.vocab_size)
         cache.lengths = start + n_new
-        return self.head(h).masked_fill_((n_new == 0)[:, None], 0.0)  # (B, V)
+        return logits.masked_fill_((n_new == 0)[:, None], 0.0)  # (B, V)
 
     # --- checkpoints: safetensors weights + JSON config, never pickle
     def save(self, path, tok=None) -> None:

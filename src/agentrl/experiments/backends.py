@@ -77,7 +77,8 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
-                    config=Ch15Config(**config), extended=extended, overrides=overrides)
+                    config=Ch15Config(**config), extended=extended, overrides=overrides,
+                    jobs=1)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in SECTIONS)
     run.run()
     return {'seed': seed, 'attempt': attempt, 'seconds': round(time.perf_counter() - t0, 2), 'pid': os.getpid(),

@@ -16,6 +16,10 @@ A killed run continues with ``resume=True``: finished sections are loaded, not r
 final results equal an uninterrupted run's, because every random draw comes from a seeded
 generator and models are reloaded bit for bit. Resuming with another seed or config is refused,
 naming the keys that differ.
+
+With ``jobs > 1`` the sections after 15.2 run in worker processes (``parallel.py``); each section
+seeds every draw itself and reads other sections' results only at its end (``_after``), so the
+figures equal a ``jobs=1`` run's at the same torch thread count.
 """
 from __future__ import annotations
 
@@ -76,12 +80,23 @@ class Chapter15:
     """One reproduction of chapter 15 in ``out``; ``run()`` executes (or resumes) every section."""
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
-                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny'):
+                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', jobs: int = 1,
+                 worker_threads: int | None = None):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
-        ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``)."""
+        ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``).
+        ``jobs``: worker processes for the sections after 15.2 (1: all in this process), each on ``worker_threads``
+        torch threads (default ``max(1, cores // jobs)``); both are recorded in the provenance."""
+        from .parallel import check_jobs, worker_threads as default_threads
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+        self.jobs = check_jobs(jobs)
+        if worker_threads is not None and (not isinstance(worker_threads, int) or isinstance(worker_threads, bool)
+                                           or worker_threads < 1):
+            raise ValueError(f'worker_threads must be a positive int, got {worker_threads!r}')
+        self.worker_threads = default_threads(jobs, worker_threads)
+        self.wait_for = None
+        """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
         if policy not in POLICY_ARCHS:
             raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
         self.policy = policy
@@ -93,6 +108,9 @@ class Chapter15:
         self.config_record = effective(self.cfg, self.tok.vocab_size)  # checks the model settings too
         """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
         self.provenance = collect_provenance(overrides)
+        self.provenance['jobs'] = jobs
+        if jobs > 1:
+            self.provenance['worker_torch_threads'] = self.worker_threads
         self.sections = SECTIONS + (EXTENDED if extended else ())
         self.ckpt = self.out / 'checkpoints'
         self.out.mkdir(parents=True, exist_ok=True)
@@ -174,6 +192,22 @@ class Chapter15:
             self.models[name] = load_model(self.ckpt / f'{name}.safetensors', self.tok)
         return self.models[name]
 
+    def _after(self, section):
+        """The results of ``section``, which this one reads (at its end: see ``parallel.DEPENDS``). With ``jobs=1``
+        it ran before; in a worker, wait until the parent has written it."""
+        if section not in self.results and self.wait_for is not None:
+            self.results[section] = self.wait_for(section)
+        return self.results[section]
+
+    def _merge(self, section, results, lines, seconds, worker=None):
+        """Record a section a worker ran: write it like ``run`` does, then echo its lines."""
+        self.lines[section] = list(lines)
+        self._finish(section, results, seconds)
+        if self.progress:
+            self.progress(section, done=True, worker=worker, seconds=seconds)
+        for line in lines:
+            self.log(line)
+
     def _finish(self, section, results, seconds):
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
@@ -190,9 +224,16 @@ class Chapter15:
 
     # --- the run
     def run(self):
-        """Run every unfinished section in order -> results dict keyed by section."""
-        steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
-                 '15.5': self.s15_5, '15.6': self.s15_6, 'beyond': self.beyond}
+        """Run every unfinished section in order -> results dict keyed by section.
+
+        With ``jobs > 1``, 15.1 and 15.2 run here and the unfinished later sections in worker processes
+        (``parallel.run_sections``); each is written as it finishes, so a resume works per section either way.
+        For those, ``progress`` is also given ``worker`` (1..jobs), and ``seconds`` when done, before the lines are echoed.
+        """
+        from . import parallel
+        later = [s for s in self.sections if s not in parallel.PARENT and s not in self.results] if self.jobs > 1 else []
+        if later:
+            parallel.prestart()
         for section in self.sections:
             if section in self.results:
                 for line in self.lines.get(section, []):
@@ -200,30 +241,45 @@ class Chapter15:
                 if self.progress:
                     self.progress(section, done=True, resumed=True)
                 continue
+            if section in later:
+                continue
             if self.progress:
                 self.progress(section, done=False)
-            t0 = time.perf_counter()
-            self.lines[section] = []
-            results = steps[section]()
-            self._finish(section, results, time.perf_counter() - t0)
+            results, _, seconds = self.run_section(section)
+            self._finish(section, results, seconds)
             if self.progress:
                 self.progress(section, done=True)
+        if later:
+            parallel.run_sections(self, later)
+            order = [k for k in ('setup', *self.sections) if k in self.results]  # section order, not finishing order
+            self.results = {**{k: self.results[k] for k in order}, **self.results}
         self.save_episodes()
         return self.results
 
-    def save_episodes(self, per_task: int = 2):
+    def run_section(self, section):
+        """Run one section (its inputs done or, in a worker, awaited) -> (results, printed lines, seconds)."""
+        steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
+                 '15.5': self.s15_5, '15.6': self.s15_6, 'beyond': self.beyond}
+        t0 = time.perf_counter()
+        self.lines[section] = []
+        results = steps[section]()
+        return results, self.lines[section], time.perf_counter() - t0
+
+    def save_episodes(self, per_task: int = 2, names=None):
         """Sample ``per_task`` episodes per task (all 30) from every saved policy, for the report's browser.
 
-        Uses its own generator, after the results are final, so it changes no figure of the run.
+        Uses its own generator, after the results are final, so it changes no figure of the run. ``names``: only
+        these policies (and ``'dpo_pairs'``: the DPO pairs file); files already written are kept.
         """
         folder = self.out / 'episodes'
         for name in POLICIES:
             path = folder / f'{name}.json'
-            if path.exists() or not (self.ckpt / f'{name}.safetensors').exists():
+            if (names is not None and name not in names) or path.exists() or not (self.ckpt / f'{name}.safetensors').exists():
                 continue
             _, trajs = pass_rate(self._model(name), self.tasks, self.tok, per_task, seed=10_000 + self.seed)
             save_trajectories(path, trajs)
-        if not (folder / 'dpo_pairs.json').exists() and (self.ckpt / 'weak.safetensors').exists():
+        if (names is None or 'dpo_pairs' in names) and not (folder / 'dpo_pairs.json').exists() \
+                and (self.ckpt / 'weak.safetensors').exists():
             pairs = self._pairs()[:40]
             save_trajectories(folder / 'dpo_pairs.json', [t for pair in pairs for t in pair])
 
@@ -377,7 +433,6 @@ class Chapter15:
     def s15_5(self):
         s, tok = self.seed, self.tok
         hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
-        hist_rft = [tuple(x) for x in self.results['15.3']['hist_rft']]
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
         n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
@@ -386,6 +441,7 @@ class Chapter15:
         rl_only = copy.deepcopy(self._model('weak'))
         hist_rl = self._rl(rl_only, c.rl_only_steps)
         self._save('rl_only', rl_only)
+        hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: see parallel.DEPENDS
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
         for name, hist in recipes.items():
             self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
@@ -418,18 +474,8 @@ class Chapter15:
         self._say(f'NLL on correctly rendered demos: {nll:.3f}', '15.6')
         d_mis = self._describe(mismatched, 'mismatched', '15.6')
 
-        dpo_log = self.results['15.4']['log']
         policy, nll_log, nll_monitor = self._train_dpo(1.0)
         self._save('dpo_nll', policy)
-        for row in (dpo_log[-1:] + nll_log[-1:]) if dpo_log and nll_log else []:
-            self._say(f"step {row['step']}: train {row['train']:.2f} | held {row['held']:.2f} | invalid/ep {row['invalid']:.2f}"
-                      f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
-
-        kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
-        unique = dedup_by_actions(kept1)
-        self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
-        self._say(f'family share, raw:     {family_share(kept1)}', '15.6')
-        self._say(f'family share, deduped: {family_share(unique)}', '15.6')
 
         hacker, hack_log = copy.deepcopy(self._model('weak')), []
 
@@ -438,15 +484,30 @@ class Chapter15:
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        for row in expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                                    sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
-                                    batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round):
+        # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after
+        hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
+                                     steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
+                                     batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round)
+        self._save('hacker', hacker)
+
+        dpo_log = self._after('15.4')['log']
+        for row in (dpo_log[-1:] + nll_log[-1:]) if dpo_log and nll_log else []:
+            self._say(f"step {row['step']}: train {row['train']:.2f} | held {row['held']:.2f} | invalid/ep {row['invalid']:.2f}"
+                      f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
+
+        self._after('15.3')  # it wrote the kept episodes
+        kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
+        unique = dedup_by_actions(kept1)
+        self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
+        self._say(f'family share, raw:     {family_share(kept1)}', '15.6')
+        self._say(f'family share, deduped: {family_share(unique)}', '15.6')
+
+        for row in hack_rows:
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
             self._say(f"round {k}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
-        self._save('hacker', hacker)
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
                 'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1),
@@ -456,7 +517,10 @@ class Chapter15:
     # --- beyond the chapter: its exercises and a clipped trainer (issue 7)
     def beyond(self):
         """Exercises 3 and 4, online DPO, checkpoint selection, and a clipped group-PG trainer, each
-        compared with the chapter's own recipe at the same budget, from the same checkpoints."""
+        compared with the chapter's own recipe at the same budget, from the same checkpoints.
+
+        Everything is trained first; the chapter's own figures (15.3-15.6) are read, and the lines printed, at
+        the end (see ``parallel.DEPENDS``)."""
         s, tok, c = self.seed, self.tok, self.cfg
         weak = self._model('weak')
 
@@ -466,17 +530,13 @@ class Chapter15:
                     'held': pass_rate(model, self.heldout, tok, n, seed=s)[0],
                     'family': family_pass(model, self.train, tok, n, seed=s)}
 
-        out = {}
         # exercise 3: STaR rationalization vs plain expert iteration (15.3)
-        rows = {'RFT (15.3)': fam(self._model('rft'))}
+        star = {}
         for label, mask in [('STaR, forced op masked', True), ('STaR, forced op trained', False)]:
             model = copy.deepcopy(weak)
             hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                   seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size)
-            rows[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
-        out['star'] = rows
-        self._say('STaR vs expert iteration, train pass per family: ' + ' | '.join(
-            f"{k}: " + ' '.join(f"{f} {v:.2f}" for f, v in r['family'].items()) for k, r in rows.items()), 'beyond')
+            star[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
 
         # exercise 4: RFT with a group baseline vs RFT (15.3)
         model = copy.deepcopy(weak)
@@ -488,9 +548,6 @@ class Chapter15:
 
         rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after)
-        out['rft_baseline'] = {'RFT': self.results['15.3']['hist_rft'], 'RFT + group baseline': hist_b}
-        self._say(f"RFT final train/held {self.results['15.3']['hist_rft'][-1][1]:.2f}/{self.results['15.3']['hist_rft'][-1][2]:.2f}"
-                  f" | RFT + group baseline {hist_b[-1][1]:.2f}/{hist_b[-1][2]:.2f}", 'beyond')
 
         # online / iterative DPO vs offline DPO (15.4, 15.6), and the loss choice
         def evaluate_dpo(m):
@@ -498,24 +555,21 @@ class Chapter15:
             return {'train': rate_train, 'held': pass_rate(m, self.heldout, tok, c.eval_samples, seed=s)[0],
                     'eval_invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
-        dpo = {'offline DPO': self.results['15.4']['log'], 'offline DPO + NLL': self.results['15.6']['dpo_nll_log']}
+        dpo_new = {}
         for label, nll in [('online DPO', 0.0), ('online DPO + NLL', 1.0)]:
             model = copy.deepcopy(weak)
-            dpo[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
-                                          n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
-                                          seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every)
+            dpo_new[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
+                                              n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
+                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every)
         for loss in ['ipo', 'hinge']:
             model, pairs = copy.deepcopy(weak), self._pairs()
-            dpo[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
+            dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
                 model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
                 evaluate=evaluate_dpo) if pairs else []
-        for rows_ in dpo.values():  # one name for the invalid calls the policy makes in evaluation
+        for rows_ in dpo_new.values():  # one name for the invalid calls the policy makes in evaluation
             for r in rows_:
                 if 'eval_invalid' in r:
                     r['invalid'] = r.pop('eval_invalid')
-        out['dpo'] = dpo
-        self._say('at the last DPO step, invalid/ep and held-out: ' + ' | '.join(
-            f"{k} {r[-1]['invalid']:.2f}, {r[-1]['held']:.2f}" for k, r in dpo.items() if r), 'beyond')
 
         # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
         sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
@@ -525,9 +579,6 @@ class Chapter15:
         for label, start in [(f'chosen (step {sel.step})', sel.best), (f'last (step {c.sft_steps})', sel.last)]:
             model = copy.deepcopy(start)
             rl[label] = self._rl(model, c.rl_cold_steps)
-        out['select'] = {'step': sel.step, 'table': sel.table, 'rl': rl}
-        self._say(f'checkpoint chosen by informative groups: step {sel.step}; RL from it vs from the last: ' + ' | '.join(
-            f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in rl.items()), 'beyond')
 
         # a clipped group-policy-gradient trainer vs REINFORCE (15.5), same episodes per step
         grpo = {}
@@ -539,8 +590,31 @@ class Chapter15:
             hist, logs = train_grpo(model, self.train, tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
                                     start=start)
             grpo[label] = {'hist': hist, 'logs': logs}
+
+        # the chapter's figures, now that every other section has finished
+        r15 = {k: self._after(k) for k in ('15.3', '15.4', '15.5', '15.6')}
+        out = {}
+        rows = {'RFT (15.3)': fam(self._model('rft')), **star}
+        out['star'] = rows
+        self._say('STaR vs expert iteration, train pass per family: ' + ' | '.join(
+            f"{k}: " + ' '.join(f"{f} {v:.2f}" for f, v in r['family'].items()) for k, r in rows.items()), 'beyond')
+
+        hist_rft = r15['15.3']['hist_rft']
+        out['rft_baseline'] = {'RFT': hist_rft, 'RFT + group baseline': hist_b}
+        self._say(f"RFT final train/held {hist_rft[-1][1]:.2f}/{hist_rft[-1][2]:.2f}"
+                  f" | RFT + group baseline {hist_b[-1][1]:.2f}/{hist_b[-1][2]:.2f}", 'beyond')
+
+        dpo = {'offline DPO': r15['15.4']['log'], 'offline DPO + NLL': r15['15.6']['dpo_nll_log'], **dpo_new}
+        out['dpo'] = dpo
+        self._say('at the last DPO step, invalid/ep and held-out: ' + ' | '.join(
+            f"{k} {r[-1]['invalid']:.2f}, {r[-1]['held']:.2f}" for k, r in dpo.items() if r), 'beyond')
+
+        out['select'] = {'step': sel.step, 'table': sel.table, 'rl': rl}
+        self._say(f'checkpoint chosen by informative groups: step {sel.step}; RL from it vs from the last: ' + ' | '.join(
+            f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in rl.items()), 'beyond')
+
         out['grpo'] = grpo
-        curves = self.results['15.5']['curves']
+        curves = r15['15.5']['curves']
         self._say(f"SFT -> RL {curves['SFT -> RL'][-1][1]:.2f}/{curves['SFT -> RL'][-1][2]:.2f} vs SFT -> GRPO "
                   f"{grpo['SFT -> GRPO']['hist'][-1][1]:.2f}/{grpo['SFT -> GRPO']['hist'][-1][2]:.2f} | RL only "
                   f"{curves['RL only'][-1][1]:.2f}/{curves['RL only'][-1][2]:.2f} vs GRPO only "

@@ -24,6 +24,9 @@ def _reproduce(args):
         config, overrides = resolve(args.smoke, args.config, args.sets)
     except ValueError as e:
         return _error('reproduce', e)
+    from .parallel import prestart, usable_cores
+    if (args.jobs or usable_cores()) > 1:
+        prestart()  # the workers' forkserver imports torch now, beside this process's own imports
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -36,26 +39,46 @@ def _reproduce(args):
     console = Console()
     out = Path(args.out)
     t0 = time.perf_counter()
+    jobs = args.jobs or usable_cores()
     log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
     try:  # model settings and --resume into another config are refused here, before any section runs
         run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
-                        overrides=overrides, policy=args.policy)
+                        overrides=overrides, policy=args.policy, jobs=jobs, worker_threads=args.threads or None)
     except ValueError as e:
         return _error('reproduce', e)
     if overrides:
         console.print('settings changed from the ' + ('smoke preset' if args.smoke else "chapter's") + ': ' +
                       ', '.join(f'{k}={v}' for k, v in overrides.items()), markup=False, highlight=False)
+    if jobs > 1:
+        k = run.worker_threads
+        console.print(f'--jobs {jobs}: 15.1 and 15.2 here, then the later sections in up to {jobs} worker processes, '
+                      f'{k} torch thread{"s" if k > 1 else ""} each', markup=False, highlight=False)
     with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if args.extended else 0))
+        running = {}  # with --jobs N: section -> its worker
 
-        def progress(section, done, resumed=False):
-            if done:
+        def name(section):
+            return TITLES[section] if section == 'beyond' else f'{section} {TITLES[section]}'
+
+        def progress(section, done, resumed=False, worker=None, seconds=None):
+            if worker is None:  # a section run here, or loaded
+                if done:
+                    bar.advance(job)
+                    if resumed:
+                        console.print(f'[dim]section {section} loaded from {out}/results.json[/dim]')
+                else:
+                    bar.update(job, description=name(section))
+                return
+            if done:  # its lines follow
+                running.pop(section, None)
                 bar.advance(job)
-                if resumed:
-                    console.print(f'[dim]section {section} loaded from {out}/results.json[/dim]')
+                console.print(f'[bold]{name(section)}[/bold] [dim]done on worker {worker} in {seconds:.1f} s:[/dim]')
             else:
-                bar.update(job, description=f'{section} {TITLES[section]}')
+                running[section] = worker
+                console.print(f'[dim]{name(section)}: started on worker {worker}[/dim]')
+            bar.update(job, description='running ' + ', '.join(f'{s} (w{w})' for s, w in sorted(running.items()))
+                       if running else 'saving episodes')
 
         run.progress = progress
         results = run.run()
@@ -96,12 +119,18 @@ def _show(args):
 
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
+    from .parallel import parse_jobs, usable_cores
     from .sweep import add_setting_args
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
     rep.add_argument('--seed', type=int, default=0, help='shift every seed of the chapter by this much (0 = the chapter)')
     rep.add_argument('--out', default='runs/reproduce', help='output folder (default runs/reproduce)')
     rep.add_argument('--resume', action='store_true', help='continue a killed run from its finished sections')
-    rep.add_argument('--threads', type=int, default=0, help='torch threads (default: torch decides)')
+    rep.add_argument('--threads', type=int, default=0, help='torch threads, in this process and in each worker '
+                     '(default: torch decides here; max(1, cores // JOBS) per worker)')
+    rep.add_argument('--jobs', type=parse_jobs, default=None, metavar='N',
+                     help='after 15.2, run the later sections in N worker processes (default: the usable cores, '
+                     f'{usable_cores()} here; 1: every section in this process). Figures equal --jobs 1 at the same '
+                     'thread count per section (e.g. --threads 1 for both)')
     rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
     rep.add_argument('--strict', action='store_true', help='exit 1 if any finding does not hold')
     rep.add_argument('--extended', action='store_true', help='after the chapter, run its exercises and a clipped '
@@ -116,8 +145,17 @@ def add_commands(sub):
 
     bench = sub.add_parser('bench', help='rollout / KV-cache / SFT-step throughput, side by side with a same-size HF GPT2')
     bench.add_argument('--json', action='store_true', help='print one JSON object on stdout (progress goes to stderr)')
-    bench.add_argument('--repeats', type=int, default=5, help='timed repeats per item; the median is reported (default 5)')
+    bench.add_argument('--repeats', type=int, default=5,
+                       help='timed rounds per comparison after one warm-up call of each side; each ratio is the '
+                            'median of its per-round pair ratios (default 5)')
     bench.add_argument('--threads', type=int, default=2, help='torch threads (default 2)')
+    bench.add_argument('--tasks', dest='n_tasks', type=int, default=None, metavar='N',
+                       help='use the first N train tasks (default all 20; smaller for a quick check)')
+    bench.add_argument('--episodes-per-task', type=int, default=None, metavar='N', help='episodes per task (default 16)')
+    bench.add_argument('--weak-steps', type=int, default=None, metavar='N', help='weak-base SFT steps (default 150)')
+    bench.add_argument('--sft-steps', type=int, default=None, metavar='N', help='oracle SFT steps (default 60)')
+    bench.add_argument('--sft-batch', type=int, default=None, metavar='N', help='trajectories per timed SFT step (default 32)')
+    bench.add_argument('--no-peer', action='store_true', help='skip the Hugging Face peer rows')
     bench.set_defaults(func=_bench)
 
     # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweep.py)

@@ -7,9 +7,10 @@ stop token and sent to the envs, and their replies are appended to the conversat
 kept across turns, so every turn re-reads every conversation from its first token.
 
 Our engine (``rollout_batch``) keeps one key/value cache for the whole episode and prefills only the
-new tool replies. ``bench_engine_vs_generate`` times both on the same policy and episodes
-(``hf_engine_vs_generate_loop`` = their episodes/s ratio) and checks both loops render through the
-same renderer (so their trajectories are directly comparable).
+new tool replies. ``bench_engine_vs_generate`` times both on the same policy and episodes, interleaved
+(one warm-up each, then rounds of engine and loop, reversed every other round): ``hf_engine_vs_generate_loop``
+is the median of the per-round episodes/s ratios. Both loops render through the same renderer (so their
+trajectories are directly comparable).
 """
 from __future__ import annotations
 
@@ -89,9 +90,13 @@ def trained_gpt2(tok, weak_play, demos, weak_steps: int, sft_steps: int, log=pri
     return model
 
 
-def bench_engine_vs_generate(model, tasks, tok, repeats: int, timed, seed: int = 0) -> dict:
-    """Episodes/s of ``rollout_batch`` and of ``generate_loop_rollout`` on the same policy and tasks."""
+def bench_engine_vs_generate(model, tasks, tok, repeats: int, seed: int = 0) -> dict:
+    """Episodes/s of ``rollout_batch`` and of ``generate_loop_rollout`` on the same policy and tasks, interleaved.
+
+    One warm-up call of each, then ``repeats`` rounds (engine, loop; reversed every other round): the
+    ratio is the median of the per-round pair ratios (``timing.timed_interleaved`` and ``timing.pair_ratio``)."""
     from ..rollout import rollout_batch
+    from .timing import pair_ratio, timed_interleaved
 
     def ours():
         return rollout_batch(model, [BugFixEnv() for _ in tasks], tasks, tok,
@@ -100,21 +105,25 @@ def bench_engine_vs_generate(model, tasks, tok, repeats: int, timed, seed: int =
     def theirs():
         return generate_loop_rollout(model, [BugFixEnv() for _ in tasks], tasks, tok, seed=seed)
 
-    sec_ours, times_ours, t_ours = timed(ours, repeats)
-    sec_gen, times_gen, t_gen = timed(theirs, repeats)
+    s = timed_interleaved({'engine': ours, 'generate_loop': theirs}, repeats)
+    t_ours, t_gen = s['out']['engine'], s['out']['generate_loop']
 
-    def stats(trajs, sec, times):
-        return {'seconds': sec, 'seconds_all': times, 'episodes': len(trajs), 'episodes_per_s': len(trajs) / sec,
-                'tokens_per_s': sum(len(t) for t in trajs) / sec, 'pass_rate': sum(t.reward for t in trajs) / len(trajs),
+    def stats(trajs, name):
+        sec = s['median'][name]
+        return {'seconds': sec, 'seconds_all': s['seconds'][name], 'episodes': len(trajs),
+                'episodes_per_s': len(trajs) / sec, 'tokens_per_s': sum(len(t) for t in trajs) / sec,
+                'pass_rate': sum(t.reward for t in trajs) / len(trajs),
                 'mean_turns': sum(len(t.info['actions']) for t in trajs) / len(trajs),
                 'mean_tokens': sum(len(t) for t in trajs) / len(trajs)}
 
-    engine, loop = stats(t_ours, sec_ours, times_ours), stats(t_gen, sec_gen, times_gen)
-    return {'engine': engine, 'generate_loop': loop, 'ratio': engine['episodes_per_s'] / loop['episodes_per_s'],
+    engine, loop = stats(t_ours, 'engine'), stats(t_gen, 'generate_loop')
+    ratio = pair_ratio(s, 'generate_loop', 'engine', len(t_ours) / len(t_gen))  # episodes/s ours / theirs
+    return {'engine': engine, 'generate_loop': loop, 'ratio': ratio['median'],
+            'ratios': {'hf_engine_vs_generate_loop': ratio}, 'order': s['order'],
             'arch': model.arch, 'parameters': sum(p.numel() for p in model.parameters())}
 
 
-def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, timed, episodes_per_task: int,
+def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, episodes_per_task: int,
         log=print) -> dict:
     """The benchmark's ``hf_engine_vs_generate_loop`` items: a fresh GPT-2 ``HFPolicy`` (episodes run to the turn
     limit) and one trained as ``bench.build_models`` trains the TinyAgent (weak base, then oracle SFT: short
@@ -126,11 +135,11 @@ def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, ti
     torch.manual_seed(0)
     fresh = make_policy('gpt2', tok)
     log(f'HFPolicy GPT-2 (fresh) on {len(tasks)} episodes: our lockstep engine vs one batched generate per turn, '
-        f'x (1 + {repeats}) each')
-    out_fresh = bench_engine_vs_generate(fresh, tasks, tok, repeats, timed)
+        f'interleaved, x (1 + {repeats}) each')
+    out_fresh = bench_engine_vs_generate(fresh, tasks, tok, repeats)
     demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in train]
     model = trained_gpt2(tok, weak_play, demos, weak_steps, sft_steps, log)
     log(f'HFPolicy GPT-2 (oracle SFT) on {len(tasks)} episodes: our lockstep engine vs one batched generate per '
-        f'turn, x (1 + {repeats}) each')
-    out_sft = bench_engine_vs_generate(model, tasks, tok, repeats, timed)
+        f'turn, interleaved, x (1 + {repeats}) each')
+    out_sft = bench_engine_vs_generate(model, tasks, tok, repeats)
     return {'sft': out_sft, 'fresh': out_fresh}

@@ -1,0 +1,271 @@
+"""``agentrl reproduce --jobs N``: the sections after 15.2 in N worker processes.
+
+15.1 and 15.2 run in the calling process (15.2 trains the weak base and the SFT snapshots every
+later section starts from). The later sections (15.3-15.6, and ``beyond`` with ``--extended``)
+read those checkpoints, and a few read another section's results or files; every such read
+happens at the very end of the section, through ``Chapter15._after`` (``DEPENDS``). So a section
+can start before the sections it reads have finished: it waits for them only at its end.
+
+Each section runs in a worker process (``run_section``) that builds its own ``Chapter15`` on the
+same folder, settings and seed with ``resume=True`` (so it loads the finished sections from
+``results.json`` and the checkpoints from disk, bit for bit), runs that one section and returns
+its results, printed lines and time; it writes only its own checkpoints and episode files, never
+``results.json``. When a section needs another's results it polls ``results.json`` until the
+parent has written them. The parent merges each section as it comes back (``Chapter15._merge``:
+``results.json``, ``timing.json`` and ``transcript.txt`` written atomically per section, as with
+``--jobs 1``), so an interrupted run resumes per section, and the transcript is in section order
+whatever order the sections finish in.
+
+Threads: with N jobs on C usable cores each worker runs ``max(1, C // N)`` torch threads
+(``--threads`` wins when given). Figures depend on the thread count (float summation order), so
+``--jobs N`` gives the same figures as ``--jobs 1`` when every section runs with the same thread
+count, e.g. ``--threads 1`` for both.
+
+Order: the sections are dispatched to free workers in the order ``plan`` picks: of the orders that
+cannot deadlock (a section waiting for one not yet started must leave a worker free for it), the one
+with the shortest simulated wall at the typical section times ``COST``.
+
+Workers come from a ``forkserver`` (preloading torch and the library once, started before 15.1 so
+its start overlaps the parent's work; ``spawn`` where there is none): the parent has run torch by
+the time the workers start, and forking a process whose OpenMP pool is running is not safe.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+from pathlib import Path
+
+from .backends import THREAD_ENV
+
+PARENT = ('15.1', '15.2')
+"""Sections that always run in the calling process: they create the checkpoints the others read."""
+DEPENDS = {'15.3': (), '15.4': (), '15.5': ('15.3',), '15.6': ('15.3', '15.4'), 'beyond': ('15.3', '15.4', '15.5', '15.6')}
+"""Which other sections' results (or files) a section reads, besides 15.2's checkpoints; always at its end."""
+COST = {'15.3': 4.0, '15.4': 11.0, '15.5': 20.0, '15.6': 25.0, 'beyond': 60.0}
+"""Typical seconds per section at the chapter's budget on one thread (runs/sweep_0_9/seed0/timing.json;
+``beyond`` estimated), for ordering only."""
+EPISODES = {'15.2': ('weak', 'sft_step20', 'sft_step60'), '15.3': ('rft',), '15.4': ('dpo', 'dpo_pairs'),
+            '15.5': ('sft_rl', 'rl_only'), '15.6': ('mismatched', 'dpo_nll', 'hacker')}
+"""The episode files (``save_episodes``) each section's worker writes after its section (15.2's: the
+worker of the shortest section)."""
+PRELOAD = ('agentrl.experiments.parallel', 'agentrl.experiments.ch15', 'safetensors.torch', 'torch._dynamo')
+"""What the forkserver imports once for every worker: the library, and what its first section would import
+lazily (safetensors to load checkpoints; ``torch._dynamo``, about 1 s, on the first optimizer)."""
+POLL = 0.2
+"""Seconds between two looks at ``results.json`` by a worker waiting for another section."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_threads(jobs: int, threads: int | None = None) -> int:
+    """Torch threads per worker: ``threads`` if given, else ``max(1, cores // jobs)``."""
+    return threads if threads else max(1, usable_cores() // jobs)
+
+
+def parse_jobs(text) -> int:
+    """``--jobs``: a positive int (argparse type)."""
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        n = None
+    if n is None or n < 1:
+        raise argparse.ArgumentTypeError(f'expected a positive integer (worker processes; this machine has '
+                                         f'{usable_cores()} usable cores), got {text!r}')
+    return n
+
+
+def check_jobs(jobs) -> int:
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f'jobs must be a positive int, got {jobs!r}')
+    return jobs
+
+
+# --- the order
+
+def _deps(todo, deps=DEPENDS) -> dict:
+    return {s: tuple(d for d in deps.get(s, ()) if d in todo) for s in todo}
+
+
+def safe(order, jobs: int, deps=DEPENDS) -> bool:
+    """Can dispatching ``order`` first come first served to ``jobs`` workers never deadlock, whatever the times?
+
+    A section dispatched before one it waits for holds its worker until that one has run; when it is the
+    turn of position k, fewer than ``jobs`` such sections may be holding a worker for something at k or later.
+    """
+    pos = {s: i for i, s in enumerate(order)}
+    d = _deps(order, deps)
+    last = {s: max((pos[x] for x in d[s]), default=-1) for s in order}
+    return all(sum(1 for s in order[:k] if last[s] >= k) < jobs for k in range(len(order)))
+
+
+def simulate(order, jobs: int, cost=COST, deps=DEPENDS) -> float:
+    """Wall of dispatching ``order`` to ``jobs`` workers, each section taking ``cost`` and ending no earlier than
+    the sections it reads (inf if it deadlocks)."""
+    d = _deps(order, deps)
+    queue, running, finished, t = list(order), {}, {}, 0.0
+    while queue or running:
+        while queue and len(running) < jobs:
+            running[queue.pop(0)] = t
+        ends = {s: max([start + cost.get(s, 1.0)] + [finished[x] for x in d[s]])
+                for s, start in running.items() if all(x in finished for x in d[s])}
+        if not ends:
+            return float('inf')
+        s = min(ends, key=lambda k: (ends[k], order.index(k)))
+        t = finished[s] = ends[s]
+        del running[s]
+    return t
+
+
+def plan(todo, jobs: int, cost=COST, deps=DEPENDS) -> list:
+    """The dispatch order of the sections ``todo``: the safe order with the shortest simulated wall (ties: the
+    first in section order)."""
+    todo = list(todo)
+    best, best_t = todo, None
+    for order in itertools.permutations(todo):
+        if not safe(order, jobs, deps):
+            continue
+        t = simulate(order, jobs, cost, deps)
+        if best_t is None or t < best_t - 1e-9:
+            best, best_t = list(order), t
+    return best
+
+
+# --- the worker
+
+def _alive(pid) -> bool:
+    if not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: float = POLL):
+    """Section ``section``'s results, once the parent has written them to ``path`` (``results.json``)."""
+    import json
+    stamp = None
+    while True:
+        try:
+            now = path.stat().st_mtime_ns
+        except OSError:
+            now = None
+        if now is not None and now != stamp:
+            stamp = now
+            try:
+                saved = json.loads(path.read_text())
+            except (OSError, ValueError):  # replaced while being read: look again
+                saved, stamp = None, None
+            if saved and saved.get('seed') == seed and section in saved.get('sections', {}):
+                return saved['sections'][section]
+        if not _alive(parent):
+            raise SystemExit(f'waiting for section {section}: the reproduce process that started this worker is gone')
+        time.sleep(poll)
+
+
+def run_section(out: str, seed: int, config: dict, section: str, threads: int, extended: bool = False,
+                overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None) -> dict:
+    """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
+
+    Builds a ``Chapter15`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
+    ``Ch15Config``), on ``threads`` torch threads; waits for other sections' results through ``results.json``;
+    then writes the episode files of ``episodes`` (policy names, or ``'dpo_pairs'``). Writes no results file.
+    Top level and argument-only, so it pickles for a process pool.
+    """
+    for var in THREAD_ENV:
+        os.environ[var] = str(threads)
+    import torch
+    torch.set_num_threads(threads)
+    from .ch15 import Ch15Config, Chapter15
+
+    run = Chapter15(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
+                    extended=extended, overrides=overrides, policy=policy)
+    run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name)
+    results, lines, seconds = run.run_section(section)
+    t0 = time.perf_counter()
+    run.save_episodes(names=episodes)
+    return {'section': section, 'results': results, 'lines': lines, 'seconds': seconds, 'pid': os.getpid(),
+            'threads': torch.get_num_threads(), 'episode_seconds': round(time.perf_counter() - t0, 2)}
+
+
+# --- the parent
+
+def context():
+    """The process start method: a forkserver preloading torch and the library (else spawn)."""
+    import multiprocessing as mp
+    if 'forkserver' in mp.get_all_start_methods():
+        ctx = mp.get_context('forkserver')
+        ctx.set_forkserver_preload(list(PRELOAD))
+        return ctx
+    return mp.get_context('spawn')
+
+
+def prestart() -> None:
+    """Start the forkserver now (it imports torch while the parent runs 15.1 and 15.2)."""
+    if context().get_start_method() == 'forkserver':
+        from multiprocessing import forkserver
+        forkserver.ensure_running()
+
+
+def run_sections(chapter, todo) -> None:
+    """Run the sections ``todo`` of ``chapter`` (a ``Chapter15`` whose 15.1 and 15.2 are done) in
+    ``chapter.jobs`` worker processes; merge each into ``chapter`` as it finishes."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+    from dataclasses import asdict
+
+    from .sweep import _exit_on_sigterm, _restore_sigterm
+
+    order = plan(todo, chapter.jobs)
+    n = min(chapter.jobs, len(order))
+    episodes = {s: EPISODES.get(s, ()) for s in order}
+    shortest = min(order, key=lambda s: COST.get(s, 1.0))
+    episodes[shortest] = EPISODES['15.2'] + episodes[shortest]
+    args = dict(config=asdict(chapter.cfg), threads=chapter.worker_threads, extended='beyond' in chapter.sections,
+                overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid())
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
+    pending, inflight, free = list(order), {}, list(range(1, n + 1))
+    old_term = _exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)
+    clean = False
+    try:
+        while pending or inflight:
+            while pending and free:
+                section, worker = pending.pop(0), free.pop(0)
+                fut = pool.submit(run_section, str(chapter.out.resolve()), chapter.seed, section=section,
+                                  episodes=episodes[section], **args)
+                inflight[fut] = (section, worker)
+                if chapter.progress:
+                    chapter.progress(section, done=False, worker=worker)
+            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: order.index(inflight[f][0])):
+                section, worker = inflight.pop(fut)
+                try:
+                    res = fut.result()
+                except BrokenProcessPool as e:
+                    raise RuntimeError(f'the worker running section {section} died (killed, or out of memory)') from e
+                free = sorted(free + [worker])
+                chapter._merge(section, res['results'], res['lines'], res['seconds'], worker=worker)
+        clean = True
+    finally:
+        if clean:
+            pool.shutdown(wait=True)
+        else:  # an error or Ctrl-C: end the workers we started; finished sections are already written
+            procs = list((getattr(pool, '_processes', None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            for p in procs:
+                p.join(timeout=5)
+        _restore_sigterm(old_term)

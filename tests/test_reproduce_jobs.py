@@ -1,0 +1,114 @@
+"""``agentrl reproduce --jobs N``: the sections after 15.2 in worker processes give the figures of ``--jobs 1``
+at the same thread count, resume per section, and a bad ``--jobs`` fails fast (smoke budget)."""
+import itertools
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agentrl.experiments import parallel
+from agentrl.experiments.ch15 import SECTIONS, Ch15Config, Chapter15
+
+LATER = ('15.3', '15.4', '15.5', '15.6')
+
+
+def run(out, jobs, resume=False, progress=None):
+    return Chapter15(out, resume=resume, config=Ch15Config.smoke(), log=lambda line: None, progress=progress,
+                     jobs=jobs, worker_threads=1)
+
+
+def saved(out):
+    return json.loads((out / 'results.json').read_text())
+
+
+def episodes(out):
+    return {p.name: p.read_text() for p in sorted((out / 'episodes').glob('*.json'))}
+
+
+@pytest.fixture(scope='module')
+def serial(tmp_path_factory):
+    """The reference: every section in this process, on one torch thread (conftest)."""
+    out = tmp_path_factory.mktemp('jobs1')
+    run(out, jobs=1).run()
+    return out
+
+
+def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--threads', '1',
+                          '--jobs', '2', '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert saved(tmp_path)['sections'] == saved(serial)['sections']
+    assert (tmp_path / 'transcript.txt').read_text() == (serial / 'transcript.txt').read_text()
+    assert episodes(tmp_path) == episodes(serial)  # written by the workers, from the same checkpoints
+    prov = saved(tmp_path)['provenance']
+    assert prov['jobs'] == 2 and prov['worker_torch_threads'] == 1 and prov['torch_threads'] == 1
+    assert saved(serial)['provenance']['jobs'] == 1 and 'worker_torch_threads' not in saved(serial)['provenance']
+    assert set(json.loads((tmp_path / 'timing.json').read_text())) == set(SECTIONS)
+    out = ' '.join(res.stdout.split())  # rich wraps long lines
+    for section in LATER:  # each later section says where it ran, when it starts and when it is done
+        assert f'{section} ' in out and 'started on worker' in out
+    assert 'done on worker 1 in' in out and 'done on worker 2 in' in out and 'bands hold' in out
+
+
+class Killed(Exception):
+    pass
+
+
+def test_interrupted_parallel_run_resumes_per_section(serial, tmp_path):
+    finished = []
+
+    def kill_after_first(section, done, resumed=False, worker=None, seconds=None):
+        if done and worker is not None:
+            finished.append(section)
+            raise Killed  # like Ctrl-C: the other worker is ended, mid-section
+
+    with pytest.raises(Killed):
+        run(tmp_path, jobs=2, progress=kill_after_first).run()
+    assert len(finished) == 1 and finished[0] in LATER
+    assert set(saved(tmp_path)['sections']) == {'setup', '15.1', '15.2', finished[0]}  # written as it finished
+    assert not list(tmp_path.glob('*.tmp'))
+    seen = []
+    run(tmp_path, jobs=2, resume=True,
+        progress=lambda s, done, resumed=False, worker=None, seconds=None: seen.append((s, resumed, worker)) if done else None).run()
+    assert [s for s, was, _ in seen if was] == ['15.1', '15.2', finished[0]]
+    assert sorted(s for s, _, w in seen if w) == sorted(set(LATER) - {finished[0]})  # only the rest ran again
+    assert saved(tmp_path)['sections'] == saved(serial)['sections']
+    assert (tmp_path / 'transcript.txt').read_text() == (serial / 'transcript.txt').read_text()
+
+
+@pytest.mark.parametrize('bad', ['0', 'x', '-2', '1.5'])
+def test_bad_jobs_is_refused_fast(bad, tmp_path):
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--jobs', bad, '--out', str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert 'argument --jobs: expected a positive integer' in res.stderr and repr(bad) in res.stderr
+    assert time.perf_counter() - t0 < 30 and not (tmp_path / 'results.json').exists()
+
+
+@pytest.mark.parametrize('bad', [0, -2, 1.5, '2', True])
+def test_bad_jobs_is_refused_by_the_api(bad, tmp_path):
+    with pytest.raises(ValueError, match='jobs must be a positive int'):
+        Chapter15(tmp_path, config=Ch15Config.smoke(), log=lambda line: None, jobs=bad)
+    assert not (tmp_path / 'results.json').exists()
+
+
+def test_plan_never_deadlocks_and_balances_the_chapter():
+    todo = list(LATER)
+    # 15.5 and 15.6 wait (at their end) for 15.3 / 15.4: two of them first would hold both workers forever
+    assert not parallel.safe(['15.5', '15.6', '15.3', '15.4'], 2)
+    assert parallel.safe(['15.6', '15.3', '15.4', '15.5'], 2) and parallel.safe(todo, 1)
+    assert parallel.simulate(['15.5', '15.6', '15.3', '15.4'], 2) == float('inf')
+    for jobs in (1, 2, 3, 4):
+        order = parallel.plan(todo, jobs)
+        assert sorted(order) == todo and parallel.safe(order, jobs)
+    assert parallel.plan(todo, 1) == todo
+    two = parallel.plan(todo, 2)
+    assert parallel.simulate(two, 2) == min(parallel.simulate(o, 2) for o in
+                                            itertools.permutations(todo) if parallel.safe(o, 2))
+    assert parallel.simulate(two, 2) < 0.55 * parallel.simulate(todo, 1)
+    ext = parallel.plan(todo + ['beyond'], 2)
+    assert ext.index('beyond') < 3  # the longest section starts early: it only reads the others at its end
+    assert parallel.worker_threads(2, 3) == 3 and parallel.worker_threads(10 ** 6) == 1
