@@ -52,6 +52,15 @@ def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
     assert 'done on worker 1 in' in out and 'done on worker 2 in' in out and 'bands hold' in out
 
 
+def test_cli_jobs_default_threads_are_the_same_in_every_process(tmp_path):
+    """Without --threads, 15.1 and 15.2 run on the workers' thread count too, so every section runs on one count."""
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--jobs', '2',
+                          '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    prov = saved(tmp_path)['provenance']
+    assert prov['jobs'] == 2 and prov['torch_threads'] == prov['worker_torch_threads'] >= 1
+
+
 class Killed(Exception):
     pass
 

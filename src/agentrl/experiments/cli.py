@@ -24,7 +24,7 @@ def _reproduce(args):
         config, overrides = resolve(args.smoke, args.config, args.sets)
     except ValueError as e:
         return _error('reproduce', e)
-    from .parallel import prestart, usable_cores
+    from .parallel import prestart, usable_cores, worker_threads
     if (args.jobs or usable_cores()) > 1:
         prestart()  # the workers' forkserver imports torch now, beside this process's own imports
     from rich.console import Console
@@ -35,11 +35,13 @@ def _reproduce(args):
     from .bands import check_transcript
     from .ch15 import SECTIONS, TITLES, Chapter15
 
-    _threads(args.threads)
+    jobs = args.jobs or usable_cores()
+    # with workers, 15.1 and 15.2 run on the workers' thread count too: every section on the same count, so the
+    # figures equal --jobs 1 at that count (and, at 1 thread, the seed's row of `agentrl sweep`)
+    _threads(args.threads or (worker_threads(jobs) if jobs > 1 else 0))
     console = Console()
     out = Path(args.out)
     t0 = time.perf_counter()
-    jobs = args.jobs or usable_cores()
     log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
     try:  # model settings and --resume into another config are refused here, before any section runs
         run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
@@ -126,7 +128,8 @@ def add_commands(sub):
     rep.add_argument('--out', default='runs/reproduce', help='output folder (default runs/reproduce)')
     rep.add_argument('--resume', action='store_true', help='continue a killed run from its finished sections')
     rep.add_argument('--threads', type=int, default=0, help='torch threads, in this process and in each worker '
-                     '(default: torch decides here; max(1, cores // JOBS) per worker)')
+                     '(default: max(1, cores // JOBS) in every process when JOBS > 1, so every section runs on one '
+                     'thread count; torch decides with --jobs 1)')
     rep.add_argument('--jobs', type=parse_jobs, default=None, metavar='N',
                      help='after 15.2, run the later sections in N worker processes (default: the usable cores, '
                      f'{usable_cores()} here; 1: every section in this process). Figures equal --jobs 1 at the same '
