@@ -158,3 +158,20 @@ def test_recipe_knobs_reject_non_finite_values(tok, train_oracle_demos, train_ta
     for name, bad in (('n_tasks', 0), ('group', 0), ('n_tasks', 21)):
         with pytest.raises(ValueError, match=name):
             arl.train_rl(model, train_tasks, tok, 1, **{name: bad})
+
+
+def test_probe_rl_only_refuses_a_non_model_setting_fast():
+    """scripts/probe_rl_only.py takes only model.* settings, and says so before any work."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'probe_rl_only.py'
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, str(script), '--seeds', '0', '--set', 'sft_steps=3'],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and 'only model.* settings' in res.stderr, res.stderr
+    res = subprocess.run([sys.executable, str(script), '--seeds', '0', '--set', 'model.qk_temperature=warm'],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "'warm' is not a number" in res.stderr, res.stderr
+    assert time.perf_counter() - t0 < 30
