@@ -31,3 +31,13 @@ def test_help_exits_zero(argv, capsys):
 def test_help_through_the_installed_entry_point():
     res = subprocess.run([sys.executable, '-m', 'agentrl.cli', '--help'], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and 'compare' in res.stdout and 'Traceback' not in res.stderr
+
+
+def test_package_version_matches_pyproject():
+    """Provenance records ``agentrl.__version__``: it must be the version pyproject.toml releases."""
+    import tomllib
+    from pathlib import Path
+
+    import agentrl
+    meta = tomllib.loads((Path(__file__).parents[1] / 'pyproject.toml').read_text())
+    assert meta['project']['version'] == agentrl.__version__

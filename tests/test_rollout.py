@@ -60,6 +60,36 @@ def test_kv_cache_equals_full_forward(model_name, mode, capacity, multi_turn, to
     assert n_compared >= sum(len(s) for s in schedules)
 
 
+@pytest.mark.parametrize('n_fed', [1, 2, 8])
+def test_one_token_step_of_a_few_rows_equals_full_forward(n_fed, trained_model, multi_turn, tok):
+    """A sampling step with new tokens on only some rows (fewer than a quarter run alone, more run all rows
+    with dummies) gives those rows the full forward's logits and leaves the other rows' caches as they were."""
+    trajs, B = multi_turn, len(multi_turn)
+    with torch.no_grad():
+        full = trained_model(arl.collate(trajs, tok.pad_id)['ids'])  # [B, T, V]
+        cache = trained_model.new_cache(B)
+        prefix = [len(t) - 2 for t in trajs]
+        ids = torch.full((B, max(prefix)), tok.pad_id)
+        for b, t in enumerate(trajs):
+            ids[b, :prefix[b]] = t.ids[:prefix[b]]
+        trained_model.forward_cached(ids, torch.tensor(prefix), cache)
+        fed = list(range(0, B, B // n_fed))[:n_fed]
+        step = torch.tensor([[trajs[b].ids[prefix[b]].item() if b in fed else 0] for b in range(B)])
+        logits = trained_model.forward_cached(step, torch.tensor([int(b in fed) for b in range(B)]), cache)  # [B, V]
+        for b in range(B):
+            if b in fed:
+                assert (logits[b] - full[b, prefix[b]]).abs().max().item() <= 1e-5
+                assert cache.lengths[b] == prefix[b] + 1
+            else:
+                assert not logits[b].any() and cache.lengths[b] == prefix[b]
+        # the rows left out continue exactly where they were
+        rest = [b for b in range(B) if b not in fed]
+        step = torch.tensor([[trajs[b].ids[prefix[b]].item() if b in rest else 0] for b in range(B)])
+        logits = trained_model.forward_cached(step, torch.tensor([int(b in rest) for b in range(B)]), cache)
+        for b in rest:
+            assert (logits[b] - full[b, prefix[b]]).abs().max().item() <= 1e-5
+
+
 @pytest.mark.parametrize('rollouts, model_name', [('trained_rollouts', 'trained_model'), ('fresh_rollouts', 'fresh_model')])
 def test_behaviour_logprobs_match_full_forward(rollouts, model_name, request, tok):
     trajs, model = request.getfixturevalue(rollouts), request.getfixturevalue(model_name)

@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from .runtime import keep_freed_memory
+    keep_freed_memory()  # freed tensors are reused without page faults; no figure changes (runtime.py)
     try:
         return args.func(args) or 0
     except KeyboardInterrupt:

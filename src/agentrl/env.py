@@ -91,6 +91,7 @@ class BugFixEnv(gym.Env):
         elif not isinstance(task, Task):
             raise TypeError(f"options['task'] must be a Task or a task name, got {type(task).__name__}")
         self.task, self.words = task, list(task.source)
+        self._results = None  # (public, hidden) of the current source, run once per source
         self.turn, self.done = 0, False
         self.n_tokens = 1 + len(task.prompt.split())  # <bos> prompt
         self.actions, self.n_invalid, self.submitted, self.edited = [], 0, False, False
@@ -109,7 +110,7 @@ class BugFixEnv(gym.Env):
         reply, terminated = self._apply(words)
         reward = 0.0
         if terminated:
-            public, hidden = run_tests(self.task, self.words)
+            public, hidden = self._tests()
             reward = float(hidden if self.reward_mode == 'hidden' else public)
         truncated = not terminated and (
             self.turn >= self.max_turns
@@ -148,7 +149,7 @@ class BugFixEnv(gym.Env):
         new = apply_op(words[1], self.words, self.task.public_tests)
         self.edited = True
         changed = new != self.words
-        self.words = new
+        self.words, self._results = new, None
         return ('edited' if changed else 'no change') + ' : public tests ' + self._public(), False
 
     def _parse_error(self, words):
@@ -166,11 +167,17 @@ class BugFixEnv(gym.Env):
         return 'unknown call'
 
     def _public(self):
-        return 'pass' if run_tests(self.task, self.words)[0] else 'fail'
+        return 'pass' if self._tests()[0] else 'fail'
+
+    def _tests(self):
+        """(public_pass, hidden_pass) of the current source (``sandbox.run_tests``, kept until the next edit)."""
+        if self._results is None:
+            self._results = run_tests(self.task, self.words)
+        return self._results
 
     def _info(self):
         task = self.task
-        public, hidden = run_tests(task, self.words)
+        public, hidden = self._tests()
         return {'task': task.name, 'family': task.family, 'actions': list(self.actions), 'n_invalid': self.n_invalid,
                 'submitted': self.submitted, 'hidden_pass': hidden, 'public_pass': public, 'turn': self.turn}
 

@@ -157,20 +157,22 @@ def run_function(src: str, name: str, tests, max_steps: int = 20_000, max_second
     return results
 
 
-_RESULTS: dict[tuple[str, str], tuple[bool, bool]] = {}
+_RESULTS: dict[tuple[str, tuple[str, ...]], tuple[bool, bool]] = {}
 
 
 def run_tests(task, words) -> tuple[bool, bool]:
     """Run a task's public and hidden tests on source ``words`` -> (public_pass, hidden_pass).
 
-    Cached per (task name, source): a rollout batch that repeats the same edits runs them once.
+    Cached per (task name, source words): a rollout batch that repeats the same edits runs them
+    once, and a cache hit does not even rebuild the Python source.
     """
-    from .source import to_python
-    src = to_python(list(words))
-    key = (task.name, src)
-    if key not in _RESULTS:
+    key = (task.name, tuple(words))
+    hit = _RESULTS.get(key)
+    if hit is None:
+        from .source import to_python
         if len(_RESULTS) > 100_000:
             _RESULTS.clear()
-        _RESULTS[key] = (all(run_function(src, task.func, task.public_tests)),
-                         all(run_function(src, task.func, task.hidden_tests)))
-    return _RESULTS[key]
+        src = to_python(list(words))
+        hit = _RESULTS[key] = (all(run_function(src, task.func, task.public_tests)),
+                               all(run_function(src, task.func, task.hidden_tests)))
+    return hit

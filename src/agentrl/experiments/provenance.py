@@ -43,12 +43,10 @@ def git_state() -> tuple:
 
 
 def version() -> str:
-    try:
-        from importlib.metadata import version as v
-        return v('agentrl')
-    except Exception:  # not installed as a distribution (run from a source tree)
-        from .. import __version__
-        return __version__
+    """The version of the code that runs: the package's ``__version__`` (an editable install's metadata
+    keeps the version it was installed at, which may be older)."""
+    from .. import __version__
+    return __version__
 
 
 def collect(overrides: dict | None = None) -> dict:
