@@ -42,7 +42,7 @@ _LAZY = {
 """Every public name -> the module (relative to the package) that defines it."""
 
 __all__ = ['BugFixEnv', *_LAZY]
-__version__ = '0.2.2'
+__version__ = '0.3.0'
 
 
 def __getattr__(name):
