@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 VARIANTS = {
     'default': {},
     'old_default': {'rotary_frac': 0.5, 'qk_temperature': 8.0},
+    'tau_4': {'qk_temperature': 4.0},
     'tau_8': {'qk_temperature': 8.0},
     'half_rotary': {'rotary_frac': 0.5},
     'full_rotary': {'rotary_frac': 1.0},
