@@ -205,3 +205,36 @@ def test_resume_into_another_config_is_refused_before_any_work(local_sweep, tmp_
     assert main(['sweep', '--seeds', '0-1', '--smoke', '--resume', '--set', 'sft_steps=3', '--out', str(out)]) == 2
     assert 'was written with another config: sft_steps (saved 4, now 3)' in capsys.readouterr().err
     assert (out / 'seed0' / 'results.json').read_text() == before and not (out / 'seed0' / 'results.json.tmp').exists()
+
+
+def test_sweep_on_two_threads_equals_reproduce_on_two_threads(tmp_path):
+    """--threads T runs every seed on T torch threads: the same figures as `reproduce --threads T` (another
+    rounding than the default sweep's one thread), recorded in the provenance and in sweep.md."""
+    import subprocess
+    import sys
+    out, direct = tmp_path / 'sweep', tmp_path / 'direct'
+    assert main(['sweep', '--seeds', '1', '--workers', '1', '--threads', '2', '--smoke', '--out', str(out)]) == 0
+    subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--seed', '1', '--threads', '2',
+                    '--jobs', '1', '--quiet', '--out', str(direct)], check=True, capture_output=True)
+    assert sections(out / 'seed1') == sections(direct)
+    saved = json.loads((out / 'seed1' / 'results.json').read_text())
+    assert saved['provenance']['torch_threads'] == 2
+    sw = json.loads((out / 'sweep.json').read_text())
+    assert sw['provenance']['worker_torch_threads'] == 2 and sw['runs']['1']['torch_threads'] == 2
+    assert '1 workers, 2 torch thread(s) each' in (out / 'sweep.md').read_text()
+
+
+def test_resume_on_another_thread_count_is_refused(local_sweep, tmp_path, capsys):
+    _, src, _ = local_sweep
+    out = tmp_path / 'sweep'
+    shutil.copytree(src, out)
+    assert main(['sweep', '--seeds', '0-1', '--smoke', '--resume', '--threads', '2', '--out', str(out)]) == 2
+    assert 'was written on 1 torch thread(s), not 2; resume with --threads 1' in capsys.readouterr().err
+
+
+def test_bad_thread_count_is_refused(tmp_path, capsys):
+    assert main(['sweep', '--seeds', '0', '--smoke', '--threads', '0', '--out', str(tmp_path)]) == 2
+    assert '--threads must be at least 1' in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(ValueError, match='threads must be a positive int'):
+        sweep.run_sweep(tmp_path, [0], threads=0)

@@ -1,7 +1,8 @@
 """Where the seeds of ``agentrl sweep`` run: the job, the two execution backends, and fault injection for tests.
 
 The job (``run_seed``) runs or resumes one seed of one variant into its folder, on one torch
-thread, so a seed's figures are the same on either backend and at any worker count.
+thread (or ``threads``, the same for every seed), so a seed's figures are the same on either backend
+and at any worker count; another thread count sums in another order and may move them.
 
 Backends. ``LocalBackend`` runs each seed attempt in its own single-worker ``ProcessPoolExecutor``
 (``forkserver`` context, preloading torch and the library once; ``spawn`` where there is no
@@ -9,7 +10,7 @@ forkserver). One pool per attempt rather than one shared pool: when a worker of 
 the executor marks *every* in-flight future broken, so a SIGKILLed seed could not be told apart from
 its innocent neighbours; with one pool per attempt a death is charged to exactly its seed. The price
 is one fork of the preloaded server per attempt (milliseconds). ``RayBackend`` runs the same job as
-a ``@ray.remote(num_cpus=1)`` task, on a local instance or on the cluster at ``address`` (the
+a ``@ray.remote(num_cpus=threads)`` task, on a local instance or on the cluster at ``address`` (the
 output folder must then be on a file system the workers share, and the workers need agentrl).
 
 Testing hook: ``AGENTRL_SWEEP_FAULT`` (read by the parent, passed to the jobs) injects faults,
@@ -55,16 +56,16 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
-             extended: bool = False, overrides: dict | None = None) -> dict:
-    """Run (or resume) one seed's reproduction into ``out`` on one torch thread -> {'seed', 'seconds', 'pid', ...}.
+             extended: bool = False, overrides: dict | None = None, threads: int = 1) -> dict:
+    """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record.
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
     for var in THREAD_ENV:
-        os.environ[var] = '1'
+        os.environ[var] = str(threads)
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     from .ch15 import Ch15Config, Chapter15
 
     fault = fault if fault and attempt <= fault['attempts'] else None
@@ -137,10 +138,10 @@ class LocalBackend:
 
 
 class RayBackend:
-    """The same job as a ``ray.remote(num_cpus=1)`` task; our own retry (ray's is off), so both backends behave alike."""
+    """The same job as a ``ray.remote(num_cpus=threads)`` task; our own retry (ray's is off), so both backends behave alike."""
     name = 'ray'
 
-    def __init__(self, workers: int, address: str | None, limit: int):
+    def __init__(self, workers: int, address: str | None, limit: int, threads: int = 1):
         try:
             import ray
         except ImportError:
@@ -150,8 +151,8 @@ class RayBackend:
         if address:
             ray.init(address=address, logging_level=logging.WARNING)
         else:
-            ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.WARNING)
-        self.remote = ray.remote(num_cpus=1, max_retries=0)(run_seed)
+            ray.init(num_cpus=workers * threads, include_dashboard=False, logging_level=logging.WARNING)
+        self.remote = ray.remote(num_cpus=threads, max_retries=0)(run_seed)
         self.limit = limit
 
     def submit(self, *args):

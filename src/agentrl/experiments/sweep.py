@@ -148,8 +148,9 @@ def plan(out, config=None, overrides=None, grid=None) -> list:
     return variants
 
 
-def check_resume(variants: list, seeds) -> None:
-    """Refuse to resume into seed folders written with another config, saying which keys differ."""
+def check_resume(variants: list, seeds, threads: int = 1) -> None:
+    """Refuse to resume into seed folders written with another config (saying which keys differ) or another
+    thread count (whose float rounding differs, so the finished sections would not match the rest)."""
     from .config import describe_differences, differences
     for v in variants:
         for s in seeds:
@@ -159,17 +160,23 @@ def check_resume(variants: list, seeds) -> None:
                 if diffs:
                     raise ValueError(f"{seed_dir(v['folder'], s)} was written with another config: "
                                      f'{describe_differences(diffs)}; resume with the same settings or use another --out')
+                was = (saved.get('provenance') or {}).get('torch_threads')
+                if was is not None and was != threads:
+                    raise ValueError(f"{seed_dir(v['folder'], s)} was written on {was} torch thread(s), not {threads}; "
+                                     f'resume with --threads {was} or use another --out')
 
 
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
-              config=None, overrides: dict | None = None, grid: list | None = None) -> dict:
+              config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1) -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
     ``config`` (a ``Ch15Config``; default the chapter's, or the smoke preset with ``smoke``) and ``overrides``
     (the keys the user set, recorded) apply to every variant; ``grid`` is ``config.parse_grid``'s list.
-    ``extended`` runs ``reproduce --extended`` per seed (the chapter plus its exercises).
+    ``extended`` runs ``reproduce --extended`` per seed (the chapter plus its exercises). ``threads``: torch
+    threads per seed (default 1); the same seed gives the same figures at the same thread count, and
+    another count rounds differently (a check of how robust a finding is to float rounding).
     """
     from dataclasses import asdict
 
@@ -183,12 +190,14 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
 
     console = console or Console()
     out = Path(out).resolve()
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f'threads must be a positive int, got {threads!r}')
     seeds = sorted(set(seeds))
     variants = plan(out, config or (Ch15Config.smoke() if smoke else Ch15Config()), overrides, grid)
     if resume:
-        check_resume(variants, seeds)
+        check_resume(variants, seeds, threads)
     out.mkdir(parents=True, exist_ok=True)
-    asked, workers = workers, workers or os.cpu_count() or 1
+    asked, workers = workers, workers or max(1, (os.cpu_count() or 1) // threads)
     SECTIONS = globals()['SECTIONS'] + (('beyond',) if extended else ())  # noqa: N806 (this sweep's sections)
     faults = faults_from_env()
     jobs = [(v, s) for v in range(len(variants)) for s in seeds]
@@ -207,14 +216,14 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
             todo.append((v, s))
 
     saved_env = {v: os.environ.get(v) for v in THREAD_ENV}
-    os.environ.update({v: '1' for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
+    os.environ.update({v: str(threads) for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
     t_start = time.perf_counter()
     be = None
     old_term = _exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
     try:
         if backend == 'ray':
             # on a cluster, ray schedules every seed unless --workers caps how many are in flight
-            be = RayBackend(workers, address, limit=(asked or len(jobs)) if address else workers)
+            be = RayBackend(workers, address, limit=(asked or len(jobs)) if address else workers, threads=threads)
         elif backend == 'local':
             be = LocalBackend(workers)
         else:
@@ -236,7 +245,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
                 runs[job]['status'] = 'running'
                 var = variants[v]
                 h = be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), resume or again, attempt,
-                              faults.get(seed), extended, var['overrides'])
+                              faults.get(seed), extended, var['overrides'], threads)
                 inflight[h] = (job, attempt, time.perf_counter())
                 bar.start_task(ids[job])
                 bar.update(ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -289,13 +298,13 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     for v, var in enumerate(variants):
         sweeps[var['name']] = summarize_sweep(var['folder'], seeds, {s: runs[v, s] for s in seeds}, failures[v],
                                               config=var['record'], smoke=smoke, backend=backend, workers=workers,
-                                              wall=wall, overrides=var['overrides'], variant=var['name'])
+                                              wall=wall, overrides=var['overrides'], variant=var['name'], threads=threads)
     if not grid:
         return sweeps[None]
-    return write_grid(out, seeds, variants, sweeps, overrides, wall)
+    return write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
 
 
-def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall) -> dict:
+def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
     """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
     from .provenance import collect
     grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
@@ -303,14 +312,15 @@ def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall) -> dic
                                                                     if k not in (overrides or {})},
                                      'n': sweeps[v['name']]['n'], 'failed_seeds': sweeps[v['name']]['failed_seeds']}
                          for v in variants},
-            'provenance': {**collect(overrides), 'worker_torch_threads': 1}}
+            'provenance': {**collect(overrides), 'worker_torch_threads': threads}}
     tmp = Path(out) / 'grid.json.tmp'
     tmp.write_text(json.dumps(grid, indent=1))
     os.replace(tmp, Path(out) / 'grid.json')
     return {'grid': grid, 'variants': sweeps}
 
 
-def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None) -> dict:
+def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
+                    threads: int = 1) -> dict:
     """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict."""
     from .bands import check_transcript
     from .config import budget_name
@@ -331,7 +341,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     claims = aggregate_claims(per_seed)
     sweep = {'seeds': seeds, 'aggregated_seeds': ok, 'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
              'n': len(ok), 'variant': variant, 'budget': budget_name(config), 'smoke': bool(smoke), 'config': config,
-             'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': 1},
+             'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
              'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),
              'runs': {str(s): runs[s] for s in seeds}, 'failures': failures,
              'figures': figures_, 'figures_partial': partial, 'findings': findings, 'beyond_claims': claims}
@@ -354,7 +364,9 @@ def add_parser(sub):
                        'aggregate: mean, 95%% CI, hold rates', description=__doc__.split('\n\n')[0])
     p.add_argument('--seeds', type=parse_seeds, default=parse_seeds('0-9'),
                    help="seed shifts: a range '0-9', a list '0,3,5' or a mix '0-3,7' (default 0-9)")
-    p.add_argument('--workers', type=int, default=None, help='seeds run at once (default: os.cpu_count())')
+    p.add_argument('--workers', type=int, default=None, help='seeds run at once (default: os.cpu_count() // --threads)')
+    p.add_argument('--threads', type=int, default=1, help='torch threads per seed (default 1); another count rounds '
+                   'floats differently: a check of whether a finding survives other rounding')
     p.add_argument('--backend', choices=('local', 'ray'), default='local',
                    help="local: a process pool on this machine (default); ray: ray tasks (pip install -e '.[ray]')")
     p.add_argument('--address', default=None, help='ray cluster address (default: start a local ray instance); '
@@ -398,13 +410,16 @@ def main(args) -> int:
     if args.workers is not None and args.workers < 1:
         console.print('[red]--workers must be at least 1[/red]')
         return 2
+    if args.threads < 1:
+        console.print('[red]--threads must be at least 1[/red]')
+        return 2
     if args.address and args.backend != 'ray':
         console.print('[red]--address needs --backend ray[/red]')
         return 2
     try:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
-                           config=config, overrides=overrides, grid=grid)
+                           config=config, overrides=overrides, grid=grid, threads=args.threads)
     except ValueError as e:  # a model setting torch rejects, or --resume into another config
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2

@@ -10,6 +10,11 @@ def _stat(sweep, key):
     return sweep['figures'].get(key) or sweep['figures_partial'].get(key)
 
 
+def _threads(sweep: dict) -> int:
+    """Torch threads per seed (sweeps written before ``--threads`` existed ran on one)."""
+    return (sweep.get('provenance') or {}).get('worker_torch_threads', 1)
+
+
 def render(sweep: dict, figure: str | None = None) -> str:
     """The whole of sweep.md from a sweep dict (``sweep.json``)."""
     S = lambda key, d=2: fmt(_stat(sweep, key), d)  # noqa: E731
@@ -17,7 +22,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
     title = f"Chapter 15 over {len(seeds)} seeds" + (f": {sweep['variant']}" if sweep.get('variant') else '')
     md = [f'# {title}', '',
           f"Seed shifts {', '.join(map(str, seeds))}; {sweep['budget']} budget; backend {sweep['backend']}, "
-          f"{sweep['workers']} workers; {sweep['wall_seconds']:.0f} s wall. "
+          f"{sweep['workers']} workers, {_threads(sweep)} torch thread(s) each; {sweep['wall_seconds']:.0f} s wall. "
           f"**{n} of {len(seeds)} seeds aggregated**" + (f"; failed: {', '.join(map(str, sweep['failed_seeds']))}" if sweep['failed_seeds'] else '') + '.',
           '', f'Each cell: mean ± half-width of the 95% confidence interval over the {n} seeds '
           '(t quantile × sample std / √n), then the chapter\'s single-seed figure in parentheses; '
