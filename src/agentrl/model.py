@@ -245,9 +245,11 @@ class TinyAgent(nn.Module):
     is not computed at all (trailing id 0 is padding, or pass ``lengths``: see ``forward``).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 96, n_layers: int = 2, n_heads: int = 4, block_size: int = 320,
-                 rotary_frac: float = 0.0, qk_temperature: float = 3.0, abs_pos_std: float = 0.0,
-                 init_std: float = 0.05):
+    def __init__(self, vocab_size: int, d_model: int = TinyAgentConfig.d_model, n_layers: int = TinyAgentConfig.n_layers,
+                 n_heads: int = TinyAgentConfig.n_heads, block_size: int = TinyAgentConfig.block_size,
+                 rotary_frac: float = TinyAgentConfig.rotary_frac, qk_temperature: float = TinyAgentConfig.qk_temperature,
+                 abs_pos_std: float = TinyAgentConfig.abs_pos_std, init_std: float = TinyAgentConfig.init_std):
+        # the defaults are TinyAgentConfig's (documented there), so a new default is changed in one place
         super().__init__()
         self.config = cfg = TinyAgentConfig(vocab_size, d_model, n_layers, n_heads, block_size, rotary_frac,
                                             qk_temperature, abs_pos_std, init_std)

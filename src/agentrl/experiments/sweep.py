@@ -420,7 +420,7 @@ def main(args) -> int:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
                            config=config, overrides=overrides, grid=grid, threads=args.threads)
-    except ValueError as e:  # a model setting torch rejects, or --resume into another config
+    except ValueError as e:  # a model setting torch rejects, or --resume into another config or thread count
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
     out = Path(args.out)
