@@ -160,18 +160,20 @@ def test_recipe_knobs_reject_non_finite_values(tok, train_oracle_demos, train_ta
             arl.train_rl(model, train_tasks, tok, 1, **{name: bad})
 
 
-def test_probe_rl_only_refuses_a_non_model_setting_fast():
-    """scripts/probe_rl_only.py takes only model.* settings, and says so before any work."""
+def test_probe_recipes_refuses_a_setting_it_does_not_use_fast():
+    """scripts/probe_recipes.py takes model.* keys and the budgets it runs, and refuses the rest before any work."""
     import subprocess
     import sys
     import time
     from pathlib import Path
-    script = Path(__file__).resolve().parents[1] / 'scripts' / 'probe_rl_only.py'
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'probe_recipes.py'
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, str(script), '--seeds', '0', '--set', 'sft_steps=3'],
+    res = subprocess.run([sys.executable, str(script), '--seeds', '0', '--set', 'dpo_beta=0.2'],
                          capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2 and 'only model.* settings' in res.stderr, res.stderr
+    assert res.returncode == 2 and 'change nothing these steps run' in res.stderr and 'rl_lr' in res.stderr, res.stderr
     res = subprocess.run([sys.executable, str(script), '--seeds', '0', '--set', 'model.qk_temperature=warm'],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "'warm' is not a number" in res.stderr, res.stderr
+    res = subprocess.run([sys.executable, str(script), '--seeds', '5-2'], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and '--seeds takes' in res.stderr, res.stderr
     assert time.perf_counter() - t0 < 30

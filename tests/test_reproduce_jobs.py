@@ -52,6 +52,23 @@ def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
     assert 'done on worker 1 in' in out and 'done on worker 2 in' in out and 'bands hold' in out
 
 
+def test_probe_recipes_figures_equal_the_reproductions(serial, tmp_path):
+    """scripts/probe_recipes.py reruns part of a reproduction: its four figures are that run's, to the bit."""
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'probe_recipes.py'
+    res = subprocess.run([sys.executable, str(script), '--smoke', '--seeds', '0', '--jobs', '1', '--json',
+                          str(tmp_path / 'probe.json')], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert 'holds SFT step 20' in res.stdout and 'RL only' in res.stdout
+    (probe,) = json.loads((tmp_path / 'probe.json').read_text())['seeds']
+    ref, cold_start = saved(serial)['sections'], Ch15Config.smoke().cold_start_step
+    step20 = [row[1:] for row in ref['15.2']['hist_sft'] if row[0] == cold_start]
+    assert [probe['sft_step20']] == step20
+    assert probe['families'] == ref['15.2']['heldout_by_family']
+    assert probe['sft_rl'] == ref['15.5']['curves']['SFT -> RL'][-1][1:]
+    assert probe['rl_only'] == ref['15.5']['curves']['RL only'][-1][1:]
+
+
 def test_cli_jobs_default_threads_are_the_same_in_every_process(tmp_path):
     """Without --threads, 15.1 and 15.2 run on the workers' thread count too, so every section runs on one count."""
     res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--jobs', '2',

@@ -169,6 +169,28 @@ def test_sweep_seed_equals_direct_run(local_sweep):
     assert sections(out / 'seed1') == sections(direct)
 
 
+def test_eval_spread_recomputes_each_seeds_reported_figure(local_sweep, tmp_path):
+    """scripts/eval_spread.py reloads each seed's checkpoints: its 'reported' column is the runs' own 15.5 figure."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    _, out, _ = local_sweep
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'eval_spread.py'
+    res = subprocess.run([sys.executable, str(script), str(out), '--draws', '2', '--json', str(tmp_path / 's.json')],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert 'per-draw SD' in res.stdout and 'policy SD' in res.stdout
+    saved = json.loads((tmp_path / 's.json').read_text())
+    curves = [sections(Path(run))['15.5']['curves'] for run in saved['runs']]
+    for key, recipe, column in [('sft_rl/train', 'SFT -> RL', 1), ('sft_rl/held-out', 'SFT -> RL', 2),
+                                ('rl_only/train', 'RL only', 1), ('rl_only/held-out', 'RL only', 2)]:
+        assert saved['figures'][key]['reported'] == [c[recipe][-1][column] for c in curves], key
+    res = subprocess.run([sys.executable, str(script), str(out), '--checkpoints', 'sft'], capture_output=True, text=True)
+    assert res.returncode == 2 and "unknown checkpoints ['sft']" in res.stderr
+    res = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 2 and 'need at least 2 runs' in res.stderr
+
+
 def test_seed_failing_twice_is_reported_and_resume_skips_done_seeds(local_sweep, tmp_path, monkeypatch):
     _, src, _ = local_sweep
     out = tmp_path / 'sweep'
