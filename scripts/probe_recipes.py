@@ -81,24 +81,9 @@ def holds(r: dict) -> dict:
             'rl_only': r['rl_only'][0] <= 0.65 and r['rl_only'][1] <= r['sft_rl'][1] - 0.25}
 
 
-def parse_seeds(text: str) -> list:
-    """'0-9' or '0,3,7' -> a non-empty list of seed shifts; anything else raises ValueError saying so."""
-    try:
-        if '-' in text:
-            lo, hi = (int(x) for x in text.split('-'))
-            seeds = list(range(lo, hi + 1))
-        else:
-            seeds = [int(x) for x in text.split(',')]
-    except ValueError:
-        seeds = []
-    if not seeds or min(seeds) < 0:
-        raise ValueError(f'--seeds takes a range or a list of seed shifts >= 0 (0-9 or 0,3,7), got {text!r}')
-    return seeds
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--seeds', default='0-9', help='seed shifts, e.g. 0-9 or 0,3,7 (default 0-9)')
+    ap.add_argument('--seeds', default='0-9', help='seed shifts, as `agentrl sweep --seeds` takes them: 0-9, 0,3,7 or 0-3,7 (default 0-9)')
     ap.add_argument('--set', dest='sets', action='append', default=[], metavar='KEY=VALUE',
                     help='a model.* key or one of the budgets these steps use, as `agentrl reproduce --set` '
                          'takes it (repeatable)')
@@ -116,9 +101,13 @@ def main(argv=None) -> int:
         print(f'probe_recipes: error: --jobs must be at least 1, got {args.jobs}', file=sys.stderr)
         return 2
     from agentrl.experiments.config import resolve
+    from agentrl.experiments.sweep import parse_seeds
     try:
         config, _ = resolve(args.smoke, None, args.sets)
         seeds = parse_seeds(args.seeds)
+    except argparse.ArgumentTypeError as e:
+        print(f'probe_recipes: error: --seeds takes what `agentrl sweep --seeds` takes: {e}', file=sys.stderr)
+        return 2
     except ValueError as e:
         print(f'probe_recipes: error: {e}', file=sys.stderr)
         return 2
