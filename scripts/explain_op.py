@@ -102,12 +102,12 @@ def main(argv=None) -> int:
     train = arl.make_tasks('train')
     rows = [explain(model, t, tok, train, args.top) for t in arl.make_tasks(args.split)]
     fams = arl.FAMILIES
-    print(f'{args.run} {args.checkpoint}: P(fix) at the op token of the oracle episode')
-    print(f'{"task":<22}{"P(fix)":>7}  {"preferred":<16}' + ''.join(f'{"name " + f[:6]:>12}' for f in fams)
-          + '  leans on | pulled by (change in P(fix) when the word is deleted)')
+    print(f'{args.run} {args.checkpoint}: P(fix) at the op token of the oracle episode; then P(fix) with a train '
+          f'name of each family in the task\'s place; then the words whose deletion lowers | raises P(fix) most')
+    print(f'{"task":<22}{"P(fix)":>7}  {"preferred":<16}' + ''.join(f'{f:>9}' for f in fams) + '  leans on | pulled by')
     for r in rows:
         pref = '' if r['preferred'] == r['fix'] else f"{r['preferred']} {r['p_preferred']:.2f}"
-        names = ''.join(f"{r['p_fix_by_name_family'].get(f, float('nan')):>12.2f}" for f in fams)
+        names = ''.join(f"{r['p_fix_by_name_family'].get(f, float('nan')):>9.2f}" for f in fams)
         words = lambda ws: ', '.join(f'{w} {d:+.2f}' for w, d in ws) or '-'
         print(f"{r['task']:<22}{r['p_fix']:>7.2f}  {pref:<16}{names}  {words(r['leans_on'])} | {words(r['pulled_by'])}")
     if args.json:
