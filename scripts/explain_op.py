@@ -9,6 +9,8 @@ its family cue), not a habit per function. This script tests that claim on one c
 `edit FIX`) cut at the op token, so every figure is P(op | the context a reading policy sees):
 
   P(fix)   the probability of the correct op, and the op the policy prefers if it is another;
+  shuffled P(fix) with the words of the `read` reply (the source) in random order, mean of 20 orders:
+           if it equals P(fix), the decision reads the source as a bag of words, not in order;
   names    P(fix) with the function's name (in the prompt and the `def` line) replaced by each train
            function's name, averaged per family of the name: if P(fix) follows the name's family,
            the decision reads the name; if it stays put, the name does not matter;
@@ -22,6 +24,7 @@ Deterministic (no sampling): the same checkpoint gives the same table.
 """
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -31,6 +34,8 @@ import agentrl as arl
 from agentrl.ops import OPS
 
 SPLITS = ('train', 'heldout', 'all')
+SHUFFLES = 20
+"""Random orders of the source words averaged in the `shuffled` column (``random.Random(0)``, one after another)."""
 
 
 def decision_prefix(task, tok) -> tuple[list[int], int, torch.Tensor]:
@@ -63,10 +68,18 @@ def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
     swaps = [t for t in train_tasks if t.func != task.func]
     source_at = [j for j in range(len(prefix)) if owner[j] == arl.OWNER['tool'] and prefix[j] != name_id
                  and tok.vocab[prefix[j]] not in ('<nl>', '<in>', '<de>')]
+    reply = [j for j in range(len(prefix)) if owner[j] == arl.OWNER['tool'] and prefix[j] not in (tok.tool_id, tok.end_tool_id)]
+    lo, hi = reply[0], reply[-1] + 1  # the `read` reply's words, between <tool> and </tool>
+    rng, shuffled = random.Random(0), []
+    for _ in range(SHUFFLES):
+        words = prefix[lo:hi]
+        rng.shuffle(words)
+        shuffled.append(prefix[:lo] + words + prefix[hi:])
     variants = [prefix]
     variants += [[tok.token_to_id[s.func] if i == name_id else i for i in prefix] for s in swaps]
     variants += [prefix[:j] + prefix[j + 1:] for j in source_at]
-    p = op_probs(model, variants, tok)
+    p = op_probs(model, variants + shuffled, tok)
+    p, p_shuffled = p[:len(variants)], p[len(variants):]
     base = p[0]
     by_name = {}
     for s, row in zip(swaps, p[1:1 + len(swaps)]):
@@ -75,7 +88,7 @@ def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
               for j, row in zip(source_at, p[1 + len(swaps):])]
     deltas.sort(key=lambda x: x[1])
     return {'task': task.name, 'split': task.split, 'fix': task.fix, 'p_fix': base[fix].item(),
-            'preferred': OPS[int(base.argmax())], 'p_preferred': base.max().item(),
+            'p_fix_shuffled': p_shuffled[:, fix].mean().item(), 'preferred': OPS[int(base.argmax())], 'p_preferred': base.max().item(),
             'p_fix_by_name_family': {f: sum(v) / len(v) for f, v in by_name.items()},
             'leans_on': [d for d in deltas[:top] if d[1] < 0],
             'pulled_by': [d for d in deltas[::-1][:top] if d[1] > 0]}
@@ -102,14 +115,16 @@ def main(argv=None) -> int:
     train = arl.make_tasks('train')
     rows = [explain(model, t, tok, train, args.top) for t in arl.make_tasks(args.split)]
     fams = arl.FAMILIES
-    print(f'{args.run} {args.checkpoint}: P(fix) at the op token of the oracle episode; then P(fix) with a train '
-          f'name of each family in the task\'s place; then the words whose deletion lowers | raises P(fix) most')
-    print(f'{"task":<22}{"P(fix)":>7}  {"preferred":<16}' + ''.join(f'{f:>9}' for f in fams) + '  leans on | pulled by')
+    print(f'{args.run} {args.checkpoint}: P(fix) at the op token of the oracle episode; with the source\'s words '
+          f'shuffled; with a train name of each family in the task\'s place; the words whose deletion lowers | '
+          f'raises P(fix) most')
+    print(f'{"task":<22}{"P(fix)":>7}{"shuffled":>9}  {"preferred":<16}' + ''.join(f'{f:>9}' for f in fams)
+          + '  leans on | pulled by')
     for r in rows:
         pref = '' if r['preferred'] == r['fix'] else f"{r['preferred']} {r['p_preferred']:.2f}"
         names = ''.join(f"{r['p_fix_by_name_family'].get(f, float('nan')):>9.2f}" for f in fams)
         words = lambda ws: ', '.join(f'{w} {d:+.2f}' for w, d in ws) or '-'
-        print(f"{r['task']:<22}{r['p_fix']:>7.2f}  {pref:<16}{names}  {words(r['leans_on'])} | {words(r['pulled_by'])}")
+        print(f"{r['task']:<22}{r['p_fix']:>7.2f}{r['p_fix_shuffled']:>9.2f}  {pref:<16}{names}  {words(r['leans_on'])} | {words(r['pulled_by'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 from pathlib import Path
 
 import torch
@@ -41,6 +42,14 @@ def test_explain_op_figures_are_the_models_probabilities(trained_model, tok, tmp
         demo = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, tok).ids.tolist()
         at = demo.index(tok.token_to_id[task.fix])
         assert abs(row['p_fix'] - _p_op(trained_model, demo, at)) < 1e-5
+        # the read reply's words (between the first <tool> and </tool>) in the documented random orders
+        lo, hi = demo.index(tok.tool_id) + 1, demo.index(tok.end_tool_id)
+        rng, shuffled = random.Random(0), []
+        for _ in range(20):
+            words = demo[lo:hi]
+            rng.shuffle(words)
+            shuffled.append(_p_op(trained_model, demo[:lo] + words + demo[hi:], at))
+        assert abs(row['p_fix_shuffled'] - sum(shuffled) / 20) < 1e-5
         # every other train function's name in place of this one, averaged per family of the name
         for family, p in row['p_fix_by_name_family'].items():
             swapped = [_p_op(trained_model, [tok.token_to_id[s.func] if i == tok.token_to_id[task.func] else i
