@@ -32,18 +32,19 @@ import torch
 
 import agentrl as arl
 from agentrl.ops import OPS
+from agentrl.source import LAYOUT
 
 SPLITS = ('train', 'heldout', 'all')
 SHUFFLES = 20
 """Random orders of the source words averaged in the `shuffled` column (``random.Random(0)``, one after another)."""
 
 
-def decision_prefix(task, tok) -> tuple[list[int], int, torch.Tensor]:
-    """The oracle episode's ids up to (not including) the op token -> (ids, op id, owner of each id)."""
+def decision_prefix(task, tok) -> tuple[list[int], torch.Tensor]:
+    """The oracle episode's ids up to (not including) the op token -> (ids, owner of each id)."""
     traj = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, tok)
-    ids, op_id = traj.ids.tolist(), tok.token_to_id[task.fix]
-    at = ids.index(op_id)  # the oracle's first call after `read` is `edit FIX`: its op is the first FIX token
-    return ids[:at], op_id, traj.owner[:at]
+    ids = traj.ids.tolist()
+    at = ids.index(tok.token_to_id[task.fix])  # the oracle's call after `read` is `edit FIX`: the first FIX token
+    return ids[:at], traj.owner[:at]
 
 
 @torch.no_grad()
@@ -62,14 +63,13 @@ def op_probs(model, variants: list[list[int]], tok) -> torch.Tensor:
 def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
     """One task's figures: P(fix), the preferred op, P(fix) per family of a swapped-in name, and the
     source words whose deletion moves P(fix) most."""
-    prefix, op_id, owner = decision_prefix(task, tok)
+    prefix, owner = decision_prefix(task, tok)
     fix = OPS.index(task.fix)
     name_id = tok.token_to_id[task.func]
     swaps = [t for t in train_tasks if t.func != task.func]
-    source_at = [j for j in range(len(prefix)) if owner[j] == arl.OWNER['tool'] and prefix[j] != name_id
-                 and tok.vocab[prefix[j]] not in ('<nl>', '<in>', '<de>')]
-    reply = [j for j in range(len(prefix)) if owner[j] == arl.OWNER['tool'] and prefix[j] not in (tok.tool_id, tok.end_tool_id)]
-    lo, hi = reply[0], reply[-1] + 1  # the `read` reply's words, between <tool> and </tool>
+    reply = (owner == arl.OWNER['tool']).nonzero().squeeze(1).tolist()  # the `read` reply: the only tool tokens so far
+    lo, hi = reply[0], reply[-1] + 1  # its words, between <tool> and </tool>
+    source_at = [j for j in range(lo, hi) if prefix[j] != name_id and tok.vocab[prefix[j]] not in LAYOUT]
     rng, shuffled = random.Random(0), []
     for _ in range(SHUFFLES):
         words = prefix[lo:hi]
