@@ -223,3 +223,12 @@ def test_preference_loss_rejects_unknown_loss():
     z = torch.zeros(1)
     with pytest.raises(ValueError, match='sigmoid'):
         preference_loss(z, z, z, z, loss='nope')
+
+
+def test_reads_first_tells_reading_from_editing_at_once(train_oracle_demos, blind_trajs, tok):
+    """15.5's road of an RL policy: the oracle reads first in every episode, blind play in none."""
+    from agentrl.recipes.diagnostics import reads_first
+    assert reads_first(train_oracle_demos) == 1.0 and reads_first(blind_trajs) == 0.0
+    assert reads_first(train_oracle_demos[:3] + blind_trajs[:1]) == 0.75
+    with pytest.raises(ValueError, match='at least one episode'):
+        reads_first([])

@@ -152,6 +152,20 @@ def test_sweep_md_has_the_per_family_transfer_table(local_sweep):
         assert cells == [f'**{fam[f]:.2f}**' if fam[f] == low else f'{fam[f]:.2f}' for f in FAMILIES]
 
 
+def test_sweep_md_has_the_rl_roads_table(local_sweep):
+    """15.5 per seed: each RL recipe's final train / held-out pass and the share of its final train episodes that read first."""
+    _, out, _ = local_sweep
+    md = (out / 'sweep.md').read_text()
+    start = md.index('share of its final train episodes')
+    lines = md[start:].split('\n\n')[1].splitlines()
+    assert lines[0] == '|  | SFT -> RL train | held | reads first | RL only train | held | reads first |'
+    assert [line.split(' | ')[0] for line in lines[2:]] == ['| seed 0', '| seed 1', '| mean ± CI']
+    for s in (0, 1):
+        s5 = sections(out / f'seed{s}')['15.5']
+        want = [v for r in ('SFT -> RL', 'RL only') for v in (*s5['curves'][r][-1][1:], s5['reads_first'][r])]
+        assert lines[2 + s].strip('| ').split(' | ')[1:] == [f'{v:.2f}' for v in want]
+
+
 def test_failed_attempts_are_retried_and_resume(local_sweep):
     _, out, _ = local_sweep
     sw = json.loads((out / 'sweep.json').read_text())

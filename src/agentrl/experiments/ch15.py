@@ -37,7 +37,7 @@ from ..checkpoint import load_model, save_checkpoint
 from ..env import BugFixEnv
 from ..model import TinyAgent, sequence_log_probs
 from ..policies import scripted_policy
-from ..recipes.diagnostics import describe, probe, strip_wrappers
+from ..recipes.diagnostics import describe, probe, reads_first, strip_wrappers
 from ..recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ..recipes.evaluation import family_pass, pass_rate
 from ..recipes.grpo import GRPOConfig, train_grpo
@@ -451,7 +451,11 @@ class Chapter15:
         self._say(f'{"recipe":<13}{"demos":>7}{"sampled":>9}{"train":>7}{"held":>6}', '15.5')
         for name, hist in recipes.items():
             self._say(f'{name:<13}{cost[name][0]:>7}{cost[name][1]:>9}{hist[-1][1]:>7.2f}{hist[-1][2]:>6.2f}', '15.5')
-        return {'curves': recipes, 'cost': {k: {'demos': d, 'sampled': n} for k, (d, n) in cost.items()}}
+        # the final evaluation's train episodes again (same model, same seed): which road each RL policy took
+        roads = {name: reads_first(pass_rate(m, self.train, tok, c.eval_samples, seed=s)[1])
+                 for name, m in (('SFT -> RL', cold_rl), ('RL only', rl_only))}
+        return {'curves': recipes, 'cost': {k: {'demos': d, 'sampled': n} for k, (d, n) in cost.items()},
+                'reads_first': roads}
 
     # --- 15.6 design questions in practice
     def s15_6(self):

@@ -138,6 +138,8 @@ def key_figures() -> list:
     for name in RECIPES:
         figs += [('15.5', f'{name}: final train pass', lambda R, n=name: R['15.5']['curves'][n][-1][1]),
                  ('15.5', f'{name}: final held-out pass', lambda R, n=name: R['15.5']['curves'][n][-1][2])]
+    figs += [('15.5', f'{name}: final train episodes that read first', lambda R, n=name: R['15.5']['reads_first'][n])
+             for name in ('SFT -> RL', 'RL only')]
     figs += [('15.6', 'probe, SFT step 20: groups with signal', lambda R: R['15.6']['probe']['SFT step 20']['signal']),
              ('15.6', 'probe, SFT step 60: groups with signal', lambda R: R['15.6']['probe']['SFT step 60']['signal']),
              ('15.6', 'probe, SFT step 20: action entropy', lambda R: R['15.6']['probe']['SFT step 20']['entropy']),

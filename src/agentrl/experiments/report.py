@@ -75,6 +75,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
            _table(['recipe', 'demos', 'sampled', 'train', 'held', 'chapter train', 'chapter held'],
                   [(name, CH_RECIPES[name][0], CH_RECIPES[name][1], f'{h[-1][1]:.2f}', f'{h[-1][2]:.2f}',
                     CH_RECIPES[name][2], CH_RECIPES[name][3]) for name, h in curves.items()]), '',
+           *rl_roads(R['15.5']),
            '![Figure 15.3](fig15_3_recipes.png)', '']
     s6 = R['15.6']
     md += ['## 15.6 Design questions in practice', '',
@@ -98,6 +99,16 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None)
     if timing:
         md += ['## Time', '', _table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
     return '\n'.join(md)
+
+
+def rl_roads(s5: dict) -> list:
+    """How each RL policy goes about a train task: the share of its final train episodes that read first (15.5)."""
+    roads = s5.get('reads_first')
+    if not roads:  # results written before the figure existed
+        return []
+    return [f"Final train episodes that read before editing: {shares(roads)}. RL only that edits at once can go only by "
+            "each function's name, which carries nothing to held-out functions; RL only that learned to read picks the "
+            "fix from the source, and its held-out pass rises with it.", '']
 
 
 def family_transfer(s2: dict) -> list:

@@ -112,6 +112,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
     md += ['## 15.5 Four recipes from the same weak base', '',
            'Final points of each curve.', '',
            table(['recipe', 'demos', 'sampled', 'train', 'held'], rec_rows), '']
+    md += roadtable(sweep)
     if figure:
         md += [f'![Figure 15.3 with 95% CI bands]({figure})', '']
     probe_rows = [(label, *(f"{S(f'15.6/probe/{label}/{m}', d)} ({cv})" for m, d, cv in zip(['held', 'signal', 'entropy'], [2, 2, 3], c)))
@@ -148,6 +149,32 @@ def familytable(sweep: dict) -> list:
     return ['Held-out pass per bug family after oracle SFT (the episodes of the oracle SFT row above; in each row '
             'the lowest family in bold). Transfer holds only if every family carries over, at every seed.', '',
             table(['', *fams], rows), '']
+
+
+def _final(sweep: dict, recipe: str, col: int):
+    """The per-seed values of a recipe curve's last point, column ``col`` (1 train, 2 held-out), or None."""
+    k = 0
+    while _stat(sweep, f'15.5/curves/{recipe}/{k + 1}/{col}'):
+        k += 1
+    return _stat(sweep, f'15.5/curves/{recipe}/{k}/{col}')
+
+
+def roadtable(sweep: dict) -> list:
+    """Section 15.5's two RL recipes per seed: final train / held-out pass and the share of final train episodes
+    that read first. Shows which road RL from the weak base took at each seed (edit by name, or read)."""
+    cells = {(r, c): _final(sweep, r, i) for r in ('SFT -> RL', 'RL only') for c, i in (('train', 1), ('held', 2))}
+    cells.update({(r, 'reads'): _stat(sweep, f'15.5/reads_first/{r}') for r in ('SFT -> RL', 'RL only')})
+    if any(v is None for v in cells.values()):  # sweeps written before the figure existed
+        return []
+    seeds = cells['RL only', 'reads']['seeds']
+    at = {key: dict(zip(v['seeds'], v['values'])) for key, v in cells.items()}
+    order = [(r, c) for r in ('SFT -> RL', 'RL only') for c in ('train', 'held', 'reads')]
+    rows = [(f'seed {s}', *(f"{at[key][s]:.2f}" if s in at[key] else '—' for key in order)) for s in seeds]
+    rows.append(('mean ± CI', *(fmt(cells[key]) for key in order)))
+    return ['Per seed: each RL recipe\'s final train and held-out pass, and the share of its final train episodes that '
+            '*read* before editing. RL only that edits at once can go only by each function\'s name (held-out stays near '
+            'the weak base\'s); RL only that learned to read picks the fix from the source, and its held-out pass rises.', '',
+            table(['', 'SFT -> RL train', 'held', 'reads first', 'RL only train', 'held', 'reads first'], rows), '']
 
 
 def _runs_md(sweep) -> list:

@@ -1,6 +1,7 @@
 """Diagnostics of section 15.6: informative groups, template mismatch, and a rendering check.
 
 - ``probe``: how many RL groups would carry a learning signal (mixed pass and fail).
+- ``reads_first``: how a policy goes about a task: by reading the source first, or by editing at once.
 - ``strip_wrappers``: a demo pipeline that drops the template wrappers (the mismatch experiment).
 - ``check_rendering``: the fix the chapter recommends, a token-level equality check of a demo
   pipeline's trajectories against the library's own renderer.
@@ -25,6 +26,19 @@ def probe(model, tasks, tok, group=8, seed=5):
     _, trajs = pass_rate(model, tasks, tok, group, seed=seed)
     rewards = torch.tensor([t.reward for t in trajs]).view(len(tasks), group)  # [tasks, G]
     return rewards.mean().item(), informative_fraction(rewards), action_entropy(model, collate(trajs, tok.pad_id))
+
+
+def reads_first(trajs) -> float:
+    """Share of episodes whose first call is ``read`` (section 15.5's two RL recipes).
+
+    A policy that edits at once has seen nothing but the issue text, so its fix can only follow the
+    function's name, which tells nothing about a held-out function; one that reads first can pick the
+    fix from the source's cue. RL from the weak base takes either road, depending on the seed.
+    """
+    trajs = list(trajs)
+    if not trajs:
+        raise ValueError('reads_first needs at least one episode, got none')
+    return sum(t.info['actions'][:1] == [' read '] for t in trajs) / len(trajs)
 
 
 def describe(model, train, heldout, tok, n=8, seed=0, by_family=False) -> dict:
