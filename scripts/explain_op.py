@@ -14,6 +14,9 @@ its family cue), not a habit per function. This script tests that claim on one c
   names    P(fix) with the function's name (in the prompt and the `def` line) replaced by each train
            function's name, averaged per family of the name: if P(fix) follows the name's family,
            the decision reads the name; if it stays put, the name does not matter;
+  unseen   the lowest and highest P(fix) with each other held-out function's name in its place: names
+           no training step has touched, so their embeddings are still the random ones of
+           initialisation. A wide range means an untrained word moves the decision by chance;
   leans on / pulled by
            the source words whose deletion lowers (raises) P(fix) the most. Deleting a word is exact
            for a policy without position embeddings (the TinyAgent's default). A held-out function
@@ -60,13 +63,15 @@ def op_probs(model, variants: list[list[int]], tok) -> torch.Tensor:
     return probs[:, [tok.token_to_id[op] for op in OPS]]  # (N, len(OPS))
 
 
-def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
-    """One task's figures: P(fix), the preferred op, P(fix) per family of a swapped-in name, and the
-    source words whose deletion moves P(fix) most."""
+def explain(model, task, tok, train_tasks, top: int = 3, unseen_tasks=()) -> dict:
+    """One task's figures: P(fix), the preferred op, P(fix) per family of a swapped-in train name, its range
+    over the names of ``unseen_tasks`` (held-out functions, other than this one), and the source words whose
+    deletion moves P(fix) most."""
     prefix, owner = decision_prefix(task, tok)
     fix = OPS.index(task.fix)
     name_id = tok.token_to_id[task.func]
     swaps = [t for t in train_tasks if t.func != task.func]
+    unseen = [t for t in unseen_tasks if t.func != task.func]
     reply = (owner == arl.OWNER['tool']).nonzero().squeeze(1).tolist()  # the `read` reply: the only tool tokens so far
     lo, hi = reply[0], reply[-1] + 1  # its words, between <tool> and </tool>
     source_at = [j for j in range(lo, hi) if prefix[j] != name_id and tok.vocab[prefix[j]] not in LAYOUT]
@@ -78,8 +83,10 @@ def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
     variants = [prefix]
     variants += [[tok.token_to_id[s.func] if i == name_id else i for i in prefix] for s in swaps]
     variants += [prefix[:j] + prefix[j + 1:] for j in source_at]
+    variants += [[tok.token_to_id[s.func] if i == name_id else i for i in prefix] for s in unseen]
     p = op_probs(model, variants + shuffled, tok)
     p, p_shuffled = p[:len(variants)], p[len(variants):]
+    p_unseen = p[len(variants) - len(unseen):, fix]
     base = p[0]
     by_name = {}
     for s, row in zip(swaps, p[1:1 + len(swaps)]):
@@ -90,6 +97,7 @@ def explain(model, task, tok, train_tasks, top: int = 3) -> dict:
     return {'task': task.name, 'split': task.split, 'fix': task.fix, 'p_fix': base[fix].item(),
             'p_fix_shuffled': p_shuffled[:, fix].mean().item(), 'preferred': OPS[int(base.argmax())], 'p_preferred': base.max().item(),
             'p_fix_by_name_family': {f: sum(v) / len(v) for f, v in by_name.items()},
+            'p_fix_unseen_names': [p_unseen.min().item(), p_unseen.max().item()] if unseen else None,
             'leans_on': [d for d in deltas[:top] if d[1] < 0],
             'pulled_by': [d for d in deltas[::-1][:top] if d[1] > 0]}
 
@@ -113,18 +121,22 @@ def main(argv=None) -> int:
     tok = arl.build_tokenizer(arl.make_tasks('all'))
     model = arl.load_model(path, tok)
     train = arl.make_tasks('train')
-    rows = [explain(model, t, tok, train, args.top) for t in arl.make_tasks(args.split)]
+    heldout = arl.make_tasks('heldout')
+    rows = [explain(model, t, tok, train, args.top, unseen_tasks=heldout) for t in arl.make_tasks(args.split)]
     fams = arl.FAMILIES
     print(f'{args.run} {args.checkpoint}: P(fix) at the op token of the oracle episode; with the source\'s words '
-          f'shuffled; with a train name of each family in the task\'s place; the words whose deletion lowers | '
-          f'raises P(fix) most')
+          f'shuffled; with a train name of each family in the task\'s place; its range with an unseen (held-out) '
+          f'name in place; the words whose deletion lowers | raises P(fix) most')
     print(f'{"task":<22}{"P(fix)":>7}{"shuffled":>9}  {"preferred":<16}' + ''.join(f'{f:>9}' for f in fams)
-          + '  leans on | pulled by')
+          + f'{"unseen":>11}  leans on | pulled by')
     for r in rows:
         pref = '' if r['preferred'] == r['fix'] else f"{r['preferred']} {r['p_preferred']:.2f}"
         names = ''.join(f"{r['p_fix_by_name_family'].get(f, float('nan')):>9.2f}" for f in fams)
         words = lambda ws: ', '.join(f'{w} {d:+.2f}' for w, d in ws) or '-'
-        print(f"{r['task']:<22}{r['p_fix']:>7.2f}{r['p_fix_shuffled']:>9.2f}  {pref:<16}{names}  {words(r['leans_on'])} | {words(r['pulled_by'])}")
+        lo_hi = r['p_fix_unseen_names']
+        unseen = f'{lo_hi[0]:.2f}-{lo_hi[1]:.2f}' if lo_hi else '-'
+        print(f"{r['task']:<22}{r['p_fix']:>7.2f}{r['p_fix_shuffled']:>9.2f}  {pref:<16}{names}{unseen:>11}  "
+              f"{words(r['leans_on'])} | {words(r['pulled_by'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

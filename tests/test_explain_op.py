@@ -56,6 +56,11 @@ def test_explain_op_figures_are_the_models_probabilities(trained_model, tok, tmp
                                              for i in demo], at)
                        for s in train if s.family == family and s.func != task.func]
             assert abs(p - sum(swapped) / len(swapped)) < 1e-5
+        # each other held-out function's (never trained) name in place of this one: the lowest and highest P(fix)
+        unseen = [_p_op(trained_model, [tok.token_to_id[h.func] if i == tok.token_to_id[task.func] else i for i in demo], at)
+                  for h in arl.make_tasks('heldout') if h.func != task.func]
+        low, high = row['p_fix_unseen_names']
+        assert abs(low - min(unseen)) < 1e-5 and abs(high - max(unseen)) < 1e-5
         # the word whose deletion moves P(fix) most: deleting its first occurrence in the source does that
         moved = row['leans_on'] + row['pulled_by']
         if moved:
