@@ -103,9 +103,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
            table(['step', 'd_chosen', 'd_rejected', 'train', 'held', 'invalid/ep'], dpo_rows), '']
     rec_rows = []
     for name in RECIPES:
-        k = 0
-        while _stat(sweep, f'15.5/curves/{name}/{k + 1}/0'):
-            k += 1
+        k = _last_point(sweep, name)
         c = CH_RECIPES[name]
         rec_rows.append((name, f"{S(f'15.5/cost/{name}/demos', 0)} ({c[0]})", f"{S(f'15.5/cost/{name}/sampled', 0)} ({c[1]})",
                          f"{S(f'15.5/curves/{name}/{k}/1')} ({c[2]})", f"{S(f'15.5/curves/{name}/{k}/2')} ({c[3]})"))
@@ -151,18 +149,19 @@ def familytable(sweep: dict) -> list:
             table(['', *fams], rows), '']
 
 
-def _final(sweep: dict, recipe: str, col: int):
-    """The per-seed values of a recipe curve's last point, column ``col`` (1 train, 2 held-out), or None."""
+def _last_point(sweep: dict, recipe: str) -> int:
+    """Index of the last point of a 15.5 recipe curve."""
     k = 0
-    while _stat(sweep, f'15.5/curves/{recipe}/{k + 1}/{col}'):
+    while _stat(sweep, f'15.5/curves/{recipe}/{k + 1}/0'):
         k += 1
-    return _stat(sweep, f'15.5/curves/{recipe}/{k}/{col}')
+    return k
 
 
 def roadtable(sweep: dict) -> list:
     """Section 15.5's two RL recipes per seed: final train / held-out pass and the share of final train episodes
     that read first. Shows which road RL from the weak base took at each seed (edit by name, or read)."""
-    cells = {(r, c): _final(sweep, r, i) for r in ('SFT -> RL', 'RL only') for c, i in (('train', 1), ('held', 2))}
+    cells = {(r, c): _stat(sweep, f'15.5/curves/{r}/{_last_point(sweep, r)}/{i}')
+             for r in ('SFT -> RL', 'RL only') for c, i in (('train', 1), ('held', 2))}
     cells.update({(r, 'reads'): _stat(sweep, f'15.5/reads_first/{r}') for r in ('SFT -> RL', 'RL only')})
     if any(v is None for v in cells.values()):  # sweeps written before the figure existed
         return []

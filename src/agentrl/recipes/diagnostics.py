@@ -1,4 +1,4 @@
-"""Diagnostics of section 15.6: informative groups, template mismatch, and a rendering check.
+"""Diagnostics of sections 15.5-15.6: how an RL policy plays, informative groups, template mismatch, a rendering check.
 
 - ``probe``: how many RL groups would carry a learning signal (mixed pass and fail).
 - ``reads_first``: how a policy goes about a task: by reading the source first, or by editing at once.
