@@ -80,10 +80,11 @@ def explain(model, task, tok, train_tasks, top: int = 3, unseen_tasks=()) -> dic
         words = prefix[lo:hi]
         rng.shuffle(words)
         shuffled.append(prefix[:lo] + words + prefix[hi:])
+    renamed = lambda other: [tok.token_to_id[other.func] if i == name_id else i for i in prefix]  # noqa: E731
     variants = [prefix]
-    variants += [[tok.token_to_id[s.func] if i == name_id else i for i in prefix] for s in swaps]
+    variants += [renamed(s) for s in swaps]
     variants += [prefix[:j] + prefix[j + 1:] for j in source_at]
-    variants += [[tok.token_to_id[s.func] if i == name_id else i for i in prefix] for s in unseen]
+    variants += [renamed(s) for s in unseen]
     p = op_probs(model, variants + shuffled, tok)
     p, p_shuffled = p[:len(variants)], p[len(variants):]
     p_unseen = p[len(variants) - len(unseen):, fix]
