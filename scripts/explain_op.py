@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 
 import agentrl as arl
-from agentrl.ops import OPS
-from agentrl.source import LAYOUT
+from agentrl.envs.bugfix.ops import OPS
+from agentrl.envs.bugfix.source import LAYOUT
 
 SPLITS = ('train', 'heldout', 'all')
 SHUFFLES = 20

@@ -41,8 +41,8 @@ STYLES = ('chatml', 'llama3')
 def gym_corpus():
     """Every text the gym shows: prompts, the sources under up to two edits, replies, calls."""
     import agentrl as arl
-    from agentrl.tokenizer import reachable_sources
-    from agentrl.chat import CALLS
+    from agentrl.envs.bugfix import CALLS
+    from agentrl.envs.bugfix.vocab import reachable_sources
     lines = list(CALLS)
     for task in arl.make_tasks('all'):
         lines.append(task.prompt)

@@ -28,12 +28,12 @@ def model(tok):
 @pytest.fixture(scope='module')
 def saved(model, tok, tmp_path_factory):
     path = tmp_path_factory.mktemp('ckpt') / 'model.safetensors'
-    model.save(path, tok)
+    arl.save_checkpoint(model, path, tok)
     return path
 
 
 def test_save_load_identical_logits(model, saved, tok, oracle_demos):
-    loaded = arl.TinyAgent.load(saved, tok)
+    loaded = arl.load_model(saved, tok)
     assert loaded.config == model.config
     ids = arl.collate(oracle_demos[:3], tok.pad_id)['ids']
     with torch.no_grad():
@@ -42,9 +42,8 @@ def test_save_load_identical_logits(model, saved, tok, oracle_demos):
         assert k == k2 and torch.equal(a, b)
 
 
-def test_load_without_tokenizer_and_via_load_model(model, saved):
+def test_load_without_tokenizer(model, saved):
     assert arl.load_model(saved).config == model.config
-    assert arl.TinyAgent.load(saved).config == model.config
 
 
 def test_save_is_atomic_and_leaves_no_temp_file(saved):
@@ -57,23 +56,23 @@ def test_truncated_file(saved, tmp_path):
         bad = tmp_path / f'cut{cut}.safetensors'
         bad.write_bytes(data[:cut])
         with pytest.raises(ValueError, match='truncated or corrupted'):
-            arl.TinyAgent.load(bad)
+            arl.load_model(bad)
 
 
 def test_random_bytes(tmp_path, tok):
     bad = tmp_path / 'noise.safetensors'
     bad.write_bytes(os.urandom(4096))
     with pytest.raises(ValueError, match='not a readable safetensors'):
-        arl.TinyAgent.load(bad, tok)
+        arl.load_model(bad, tok)
     empty = tmp_path / 'empty.safetensors'
     empty.write_bytes(b'')
     with pytest.raises(ValueError, match=str(empty.name)):
-        arl.TinyAgent.load(empty, tok)
+        arl.load_model(empty, tok)
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(ValueError, match='no checkpoint'):
-        arl.TinyAgent.load(tmp_path / 'absent.safetensors')
+        arl.load_model(tmp_path / 'absent.safetensors')
 
 
 def test_foreign_safetensors(tmp_path, tok):
@@ -81,7 +80,7 @@ def test_foreign_safetensors(tmp_path, tok):
     foreign = tmp_path / 'foreign.safetensors'
     save_file({'weight': torch.zeros(3, 3)}, str(foreign), metadata={'format': 'pt'})
     with pytest.raises(ValueError, match='agentrl checkpoint'):
-        arl.TinyAgent.load(foreign, tok)
+        arl.load_model(foreign, tok)
 
 
 def test_weights_that_do_not_fit_the_config(model, tok, tmp_path):
@@ -94,21 +93,21 @@ def test_weights_that_do_not_fit_the_config(model, tok, tmp_path):
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(bad),
               metadata={CONFIG_KEY: json.dumps(cfg)})
     with pytest.raises(ValueError, match='shape'):
-        arl.TinyAgent.load(bad, tok)
+        arl.load_model(bad, tok)
 
 
 def test_different_vocabulary(saved, tok):
     other = Tokenizer(tok.vocab + ['extra_word'])
     with pytest.raises(ValueError, match='different vocabulary'):
-        arl.TinyAgent.load(saved, other)
+        arl.load_model(saved, other)
     reordered = Tokenizer(tok.vocab[:6] + tok.vocab[7:] + [tok.vocab[6]])
     with pytest.raises(ValueError, match='vocabulary'):
-        arl.TinyAgent.load(saved, reordered)
+        arl.load_model(saved, reordered)
 
 
 def test_save_refuses_mismatched_tokenizer(model, tok, tmp_path):
     with pytest.raises(ValueError, match='vocab_size'):
-        model.save(tmp_path / 'x.safetensors', Tokenizer(tok.vocab + ['extra_word']))
+        arl.save_checkpoint(model, tmp_path / 'x.safetensors', Tokenizer(tok.vocab + ['extra_word']))
 
 
 def test_no_pickle_in_library():

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentrl as arl
-from agentrl.ops import OPS
+from agentrl.envs.bugfix.ops import OPS
 from agentrl.tokenizer import SPECIALS
 
 ALL = arl.make_tasks('all')

@@ -105,7 +105,7 @@ def test_choice_errors_name_valid_choices():
         arl.scripted_policy('nope')
     with pytest.raises(ValueError, match='hidden'):
         arl.BugFixEnv(reward='nope')
-    from agentrl.ops import apply_op
+    from agentrl.envs.bugfix.ops import apply_op
     with pytest.raises(ValueError, match='swap_minmax'):
         apply_op('nope', ['def', 'f'])
 

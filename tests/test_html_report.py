@@ -15,7 +15,7 @@ from agentrl.experiments import figures, html_report, report
 from agentrl.experiments.bands import check_transcript
 from agentrl.experiments.ch15 import POLICIES, Ch15Config, Chapter15
 from agentrl.trajio import load_trajectories, save_trajectories
-from agentrl.viewer import default_tokenizer
+from agentrl.experiments.html_report import default_tokenizer
 
 
 def scripted_pairs(tok, n=6):

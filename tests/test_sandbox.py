@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agentrl.sandbox import run_function
+from agentrl.envs.bugfix.sandbox import run_function
 
 TESTS = [((1,), 1), ((2,), 2), ((3,), 3)]
 
@@ -79,7 +79,7 @@ _CHILD = textwrap.dedent('''
     result = sandbox.run_function(sys.argv[2], 'f', [((1,), 1)])
     print(result, time.perf_counter() - start)
 ''')
-SANDBOX_PY = os.path.join(os.path.dirname(__file__), os.pardir, 'src', 'agentrl', 'sandbox.py')
+SANDBOX_PY = os.path.join(os.path.dirname(__file__), os.pardir, 'src', 'agentrl', 'envs', 'bugfix', 'sandbox.py')
 
 def _run_isolated(src, timeout=1.5):
     """run_function(src, 'f', [((1,), 1)]) in a child process (2 GiB address-space cap, killed after

@@ -19,7 +19,7 @@ from agentrl.experiments import stats as S
 from agentrl.experiments import sweep
 from agentrl.experiments.backends import FAULT_ENV
 from agentrl.experiments.ch15 import Ch15Config, Chapter15
-from agentrl.tasks import FAMILIES
+from agentrl.envs.bugfix.tasks import FAMILIES
 
 
 # --- statistics on known inputs

@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 import agentrl as arl
-from agentrl.ops import OPS, apply_op
-from agentrl.policies import cue_op
-from agentrl.sandbox import run_tests
+from agentrl.envs.bugfix.ops import OPS, apply_op
+from agentrl.envs.bugfix.players import cue_op
+from agentrl.envs.bugfix.sandbox import run_tests
 
 ALL = arl.make_tasks('all')
 IDS = [t.name for t in ALL]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 import agentrl as arl
-from agentrl.tokenizer import SPECIALS, Tokenizer, reachable_sources
+from agentrl.envs.bugfix.vocab import reachable_sources
+from agentrl.tokenizer import SPECIALS, Tokenizer
 
 ALL = arl.make_tasks('all')
 

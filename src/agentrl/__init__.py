@@ -1,24 +1,28 @@
-"""agentrl: post-training language-model agents on the BugFix gym, small and fast on a CPU.
+"""agentrl: post-training language-model agents on text environments, small and fast on a CPU.
 
-``import agentrl as arl`` gives the chapter's API (DESIGN.md §1): the gym (``make_tasks``,
+``import agentrl as arl`` gives the chapter's API (DESIGN.md §1): the BugFix gym (``make_tasks``,
 ``FAMILIES``, ``BugFixEnv``, ``scripted_policy``), the renderer (``build_tokenizer``,
 ``Trajectory``, ``OWNER``, ``collate``), the model (``TinyAgent``, ``sequence_log_probs``,
-``entropy_from_logits``), rollouts (``scripted_rollout``, ``rollout_batch``) and the recipes.
+``entropy_from_logits``), rollouts (``scripted_rollout``, ``rollout_batch``) and the recipes; and
+for your own environment, the text-env protocol (``check_text_env``, ``make_env_factory``, the
+``env=`` keyword of every recipe: see ``agentrl.envs.protocol``).
 
 Names are loaded on first use (PEP 562), so ``import agentrl`` and the ``agentrl`` command start
 without importing torch: ``agentrl --help`` or a mistyped ``--set`` answers in a fraction of a
-second. Only the gym is imported at once: it registers ``agentrl/BugFix-v0`` with Gymnasium.
+second. Only the protocol is imported at once: it registers ``agentrl/BugFix-v0`` with Gymnasium.
 """
 from importlib import import_module
 
-from .env import BugFixEnv  # registers agentrl/BugFix-v0 (no torch)
+from . import envs  # noqa: F401 (registers agentrl/BugFix-v0; no torch, no gym code)
 
 _LAZY = {
+    'BugFixEnv': 'envs.bugfix', 'FAMILIES': 'envs.bugfix', 'OPS': 'envs.bugfix', 'make_tasks': 'envs.bugfix',
+    'scripted_policy': 'envs.bugfix',
+    'EnvProtocolError': 'envs', 'EnvStepError': 'envs', 'check_text_env': 'envs', 'episode_texts': 'envs',
+    'make_env_factory': 'envs',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
-    'OPS': 'ops',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates
-    'scripted_policy': 'policies',
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',
@@ -36,12 +40,11 @@ _LAZY = {
     'star_iteration': 'recipes.star',
     'OWNER': 'render', 'Trajectory': 'render', 'collate': 'render',
     'rollout_batch': 'rollout', 'scripted_rollout': 'rollout',
-    'FAMILIES': 'tasks', 'make_tasks': 'tasks',
-    'build_tokenizer': 'tokenizer',
+    'Tokenizer': 'tokenizer', 'build_tokenizer': 'tokenizer',
 }
 """Every public name -> the module (relative to the package) that defines it."""
 
-__all__ = ['BugFixEnv', *_LAZY]
+__all__ = list(_LAZY)
 __version__ = '0.3.0'
 
 

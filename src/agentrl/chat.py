@@ -33,15 +33,16 @@ from collections.abc import Mapping
 
 import torch
 
-from .render import OWNER, Trajectory
+from .envs.protocol import DEFAULT_ENV, checked_reset, checked_step, make_env_factory
+from .owners import OWNER
+from .policy import as_renderer
+from .render import Trajectory
 
 _TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
 _SENTINELS = ('XXUSERXX', 'XXCALLAXX', 'XXREPLYAXX', 'XXCALLBXX', 'XXREPLYBXX', 'XXCALLCXX')
-_PROBE = ('fix clamp : tests fail', 'read', 'def clamp ( x , lo , hi ) : <nl> <in> return min ( max ( x , lo ) , hi )',
-          'edit swap_minmax', 'edited : public tests pass', 'submit', 'submitted')
-CALLS = ('read', 'test', 'submit', 'edit swap_minmax', 'edit fix_range_end', 'edit fix_compare', 'edit guard_zero',
-         'edit fix_init', 'edit hardcode_tests')
-"""Every well-formed call of the BugFix gym (the renderer's default call length limit fits the longest)."""
+_PROBE = ('find the key of room 3 : then open it', 'look room_3', 'room_3 : a box ( x , y ) <= 7 // [ k ]',
+          'take key_7', 'taken : 1 key , done ?', 'submit', 'submitted')
+"""A probe conversation (any text works: it checks that rendering piece by piece equals the template's)."""
 
 
 def chat_ids(out) -> list[int]:
@@ -67,19 +68,21 @@ def episode_messages(prompt: str, calls, replies) -> list[dict]:
 
 
 class ChatRenderer:
-    """Render BugFix episodes through ``tokenizer``'s chat template (a renderer: see ``agentrl.policy``).
+    """Render episodes of any environment through ``tokenizer``'s chat template (a renderer: see ``agentrl.policy``).
 
     Args:
         tokenizer: a Hugging Face tokenizer (a fast one: ``PreTrainedTokenizerFast``) with a chat template.
         chat_template: a template to use instead of the tokenizer's own.
-        max_call_tokens: most tokens a sampled call may have, the end-of-turn marker included
-            (default: the longest well-formed call's encoding + 1 + ``call_slack``).
+        max_call_tokens: most tokens a sampled call may have, the end-of-turn marker included, in every
+            environment. Default: per environment, the longest encoding of its well-formed calls + 1 +
+            ``call_slack``, the calls being ``calls`` if given, else the environment's ``example_calls``.
+        calls: well-formed calls that size the default limit, whatever the environment.
         call_slack: extra tokens a sampled call may take beyond the longest well-formed one
             (a model may spell a call with more tokens than the tokenizer would).
     """
 
     def __init__(self, tokenizer, chat_template: str | None = None, max_call_tokens: int | None = None,
-                 call_slack: int = 2):
+                 call_slack: int = 2, calls=None):
         self.tokenizer = tokenizer
         self.template = chat_template
         if chat_template is None and not getattr(tokenizer, 'chat_template', None):
@@ -91,10 +94,14 @@ class ChatRenderer:
         self.vocab_size = len(tokenizer)
         pad = getattr(tokenizer, 'pad_token_id', None)
         self.pad_id = int(pad) if pad is not None else self.stop_id
-        self._longest_call = max(len(self.encode(c)) for c in CALLS)
         if max_call_tokens is not None and (not isinstance(max_call_tokens, int) or max_call_tokens < 1):
             raise ValueError(f'max_call_tokens must be a positive int, got {max_call_tokens!r}')
-        self.max_call_tokens = max_call_tokens or self._longest_call + 1 + call_slack
+        if not isinstance(call_slack, int) or call_slack < 0:
+            raise ValueError(f'call_slack must be an int >= 0, got {call_slack!r}')
+        self.call_slack = call_slack
+        self.max_call_tokens = max_call_tokens or (self._size_calls(calls, 'calls') if calls is not None else None)
+        self._limits = {}  # environment class -> its call limit, from its example_calls
+        self._vocab = None
         self._check_probe()
 
     # --- the template's pieces
@@ -169,8 +176,31 @@ class ChatRenderer:
     def new_episode(self) -> 'ChatEpisode':
         return ChatEpisode(self)
 
+    @property
+    def vocab(self) -> list:
+        """Every token id's string (``convert_ids_to_tokens``), built on first use: what the viewer shows."""
+        if self._vocab is None:
+            self._vocab = self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
+        return self._vocab
+
+    def _size_calls(self, calls, where) -> int:
+        calls = [c for c in calls or () if isinstance(c, str) and c.strip()]
+        if not calls:
+            raise ValueError(f'{where} must hold at least one well-formed call to size the call limit')
+        return max(len(self.encode(c)) for c in calls) + 1 + self.call_slack
+
     def call_limit(self, env) -> int:
-        return self.max_call_tokens
+        """Most tokens a sampled call may have in ``env`` (see the ``max_call_tokens`` argument)."""
+        if self.max_call_tokens is not None:
+            return self.max_call_tokens
+        kind = type(env)
+        if kind not in self._limits:
+            calls = getattr(env, 'example_calls', None)
+            if not calls:
+                raise ValueError(f'ChatRenderer cannot size a call for {kind.__name__}: it lists no example_calls; pass '
+                                 'ChatRenderer(..., max_call_tokens=N) or calls=[...] (well-formed calls)')
+            self._limits[kind] = self._size_calls(calls, f'{kind.__name__}.example_calls')
+        return self._limits[kind]
 
     def encode_call(self, text: str) -> list[int]:
         return self.encode(text) + [self.stop_id]
@@ -264,28 +294,28 @@ class ChatEpisode:
         ids = torch.tensor(self.ids, dtype=torch.long)
         owner = torch.tensor(self.owner, dtype=torch.long)
         return Trajectory(ids, (owner[1:] == _POLICY).float(), torch.tensor(self.logprobs[1:], dtype=torch.float),
-                          float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long))
+                          float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long), vocab=self.r.vocab)
 
 
-def replay(traj: Trajectory, renderer, env=None) -> Trajectory:
+def replay(traj: Trajectory, renderer, env=DEFAULT_ENV, tasks=None) -> Trajectory:
     """Replay ``traj``'s calls (``info['actions']``) as scripted calls, each written as the renderer's own
-    encoding of its text, through ``renderer`` in a fresh env -> the scripted episode.
+    encoding of its text, through ``renderer`` in a fresh ``env`` (a factory or Gymnasium id) -> the scripted
+    episode. The task is the one of ``tasks`` named ``info['task']``, or without ``tasks`` the name itself (an
+    environment that resets by name takes it; BugFix does).
 
     A sampled episode equals its replay wherever each sampled call is the tokenizer's encoding of its text."""
-    from .env import BugFixEnv
-    from .policy import as_renderer
-    from .tasks import make_tasks
     renderer = as_renderer(renderer)
-    task = {t.name: t for t in make_tasks('all')}[traj.info['task']]
-    env = env or BugFixEnv()
-    obs, _ = env.reset(options={'task': task})
+    name = traj.info['task']
+    task = {t.name: t for t in tasks}[name] if tasks is not None else name
+    env = make_env_factory(env)()
+    obs, _ = checked_reset(env, task)
     episode = renderer.new_episode()
     episode.prompt(obs)
     reward, info = 0.0, {}
-    for call in traj.info['actions']:
+    for turn, call in enumerate(traj.info['actions'], start=1):
         ids = renderer.encode_call(' '.join(call.split()))[:renderer.call_limit(env)]
         episode.call(ids)
-        obs, reward, terminated, truncated, info = env.step(renderer.call_text(ids))
+        obs, reward, terminated, truncated, info = checked_step(env, renderer.call_text(ids), task, turn)
         if obs:
             episode.reply(obs, final=terminated or truncated)
         if terminated or truncated:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .model import TinyAgent, TinyAgentConfig
+
 CONFIG_KEY, VOCAB_KEY = 'agentrl_config', 'agentrl_vocab'
 
 
@@ -36,7 +38,7 @@ def save_checkpoint(model, path, tok=None) -> Path:
     return path
 
 
-def _read(path):
+def _read(path, with_tensors: bool = True):
     from safetensors import SafetensorError, safe_open
     path = Path(path)
     if not path.is_file():
@@ -44,7 +46,7 @@ def _read(path):
     try:
         with safe_open(str(path), framework='pt') as f:
             metadata = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()} if with_tensors else {}
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise ValueError(f'{path} is not a readable safetensors file (truncated or corrupted?): {e}') from None
     if CONFIG_KEY not in metadata:
@@ -52,12 +54,20 @@ def _read(path):
     return metadata, tensors
 
 
+def read_vocab(path) -> list | None:
+    """The vocabulary saved with a checkpoint (``save_checkpoint(..., tok)``), or None if it was saved without one."""
+    metadata, _ = _read(path, with_tensors=False)
+    try:
+        return json.loads(metadata.get(VOCAB_KEY, 'null'))
+    except json.JSONDecodeError as e:
+        raise ValueError(f'{path} has an invalid vocabulary in its metadata: {e}') from None
+
+
 def load_model(path, tok=None):
-    """Load a TinyAgent (or an ``hf.HFPolicy``) saved by ``save_checkpoint`` or ``TinyAgent.save``.
+    """Load a TinyAgent (or an ``hf.HFPolicy``) saved by ``save_checkpoint``.
 
     With ``tok``, the checkpoint's vocabulary must equal the tokenizer's (same words, same ids).
     """
-    from .model import TinyAgent, TinyAgentConfig
     metadata, tensors = _read(path)
     try:
         raw = json.loads(metadata[CONFIG_KEY])

@@ -10,10 +10,8 @@ def _demo(args):
     from rich.console import Console
     from rich.table import Table
 
-    from .env import BugFixEnv
-    from .policies import KINDS, scripted_policy
+    from .envs.bugfix import FAMILIES, KINDS, BugFixEnv, make_tasks, scripted_policy
     from .rollout import scripted_rollout
-    from .tasks import FAMILIES, make_tasks
     from .tokenizer import build_tokenizer
 
     tasks = make_tasks('all')

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
+from .owners import OWNER
+
 FORMATS = ('chat-jsonl',)
-_PROMPT, _POLICY, _TOOL = 1, 2, 3  # render.OWNER's codes (not imported here: `agentrl --help` must not import torch)
+_PROMPT, _POLICY, _TOOL = OWNER['prompt'], OWNER['policy'], OWNER['tool']
 
 
 def _decode(renderer, ids) -> str:
@@ -81,6 +84,19 @@ def read_jsonl(path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def run_tokenizer(run):
+    """The word-level tokenizer a reproduce folder's policies were trained with (the vocabulary its checkpoints
+    hold), so that a run on any environment exports with its own words."""
+    from .checkpoint import read_vocab
+    from .tokenizer import Tokenizer
+    for path in sorted((Path(run) / 'checkpoints').glob('*.safetensors')):
+        vocab = read_vocab(path)
+        if vocab is not None:
+            return Tokenizer(vocab)
+    raise ValueError(f'{run} has no checkpoint with a vocabulary in checkpoints/: is it a folder written by '
+                     '`agentrl reproduce`?')
+
+
 def run_trajectories(run) -> tuple[dict, list]:
     """A reproduce folder's saved episodes -> ({source name: trajectories}, [(chosen, rejected)])."""
     from .trajio import load_trajectories
@@ -102,12 +118,9 @@ def export_run(run, out=None, tok=None, fmt: str = 'chat-jsonl') -> dict:
     -> {'episodes': path, 'pairs': path, 'n_episodes': n, 'n_pairs': m}."""
     if fmt not in FORMATS:
         raise ValueError(f'unknown format {fmt!r}; valid formats are {list(FORMATS)}')
-    if tok is None:
-        from .tasks import make_tasks
-        from .tokenizer import build_tokenizer
-        tok = build_tokenizer(make_tasks('all'))
-    out = Path(out) if out is not None else Path(run) / 'export'
     episodes, pairs = run_trajectories(run)
+    tok = tok if tok is not None else run_tokenizer(run)
+    out = Path(out) if out is not None else Path(run) / 'export'
     ep_path, pair_path = out / 'episodes.jsonl', out / 'pairs.jsonl'
     n_ep = _write_jsonl(ep_path, (episode_record(t, tok, name) for name, trajs in episodes.items() for t in trajs))
     n_pairs = _write_jsonl(pair_path, (pair_record(c, r, tok) for c, r in pairs))
@@ -132,11 +145,7 @@ def check_round_trip(run, written: dict, tok=None) -> dict:
 
     from .chat import ChatRenderer
     from .hf import word_tokenizer
-    if tok is None:
-        from .tasks import make_tasks
-        from .tokenizer import build_tokenizer
-        tok = build_tokenizer(make_tasks('all'))
-    renderer = ChatRenderer(word_tokenizer(tok))
+    renderer = ChatRenderer(word_tokenizer(tok if tok is not None else run_tokenizer(run)))
     episodes, pairs = run_trajectories(run)
     originals = [t for trajs in episodes.values() for t in trajs]
 
@@ -153,7 +162,11 @@ def check_round_trip(run, written: dict, tok=None) -> dict:
 
 def main(args) -> int:
     """``agentrl export RUN --format chat-jsonl [--out DIR] [--no-check]``."""
-    written = export_run(args.run, args.out, fmt=args.format)
+    try:
+        written = export_run(args.run, args.out, fmt=args.format)
+    except ValueError as e:  # not a run folder, or a damaged one: say so, like the other subcommands
+        print(f'agentrl export: error: {e}', file=sys.stderr)
+        return 2
     print(f"wrote {written['n_episodes']} episodes to {written['episodes']} and {written['n_pairs']} preference "
           f"pairs to {written['pairs']}")
     if not args.no_check:

@@ -389,19 +389,6 @@ class TinyAgent(nn.Module):
         cache.lengths = start + n_new
         return logits.masked_fill_((n_new == 0)[:, None], 0.0)  # (B, V)
 
-    # --- checkpoints: safetensors weights + JSON config, never pickle
-    def save(self, path, tok=None) -> None:
-        """Write the weights to ``path`` (safetensors) with the config (and ``tok``'s vocabulary) in its metadata."""
-        from .checkpoint import save_checkpoint
-        save_checkpoint(self, path, tok)
-
-    @classmethod
-    def load(cls, path, tok=None) -> 'TinyAgent':
-        """Load a model written by ``save``; a truncated, corrupted or foreign file, or a vocabulary
-        that differs from ``tok``'s, raises ``ValueError``."""
-        from .checkpoint import load_model
-        return load_model(path, tok)
-
 
 def lengths_from_padding(ids: torch.Tensor) -> torch.Tensor:
     """Real length of each row of right-padded ids: ids (B, T) -> (B,), T minus the row's run of trailing 0s.

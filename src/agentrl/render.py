@@ -17,12 +17,13 @@ breaks when two pipelines render differently. The action mask is derived here, o
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-OWNER = {'template': 0, 'prompt': 1, 'policy': 2, 'tool': 3}
-"""Who produced a token: template wrappers, the task prompt, the policy, or the environment's tools."""
+from .owners import OWNER
+from .viewer import trajectory_html
+
 _TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
 
 
@@ -38,6 +39,8 @@ class Trajectory:
         info: the environment's final info (``task``, ``family``, ``actions``, ``n_invalid``, ...).
         owner: ``[T]`` ``OWNER`` code of each token.
         turn: ``[T]`` turn of each token (0 = prompt).
+        vocab: (keyword, optional) the token strings of the vocabulary ``ids`` index, which the renderer
+            that built the episode sets, so that a notebook shows its words (``_repr_html_``).
     """
     ids: torch.Tensor
     action_mask: torch.Tensor
@@ -46,12 +49,12 @@ class Trajectory:
     info: dict
     owner: torch.Tensor
     turn: torch.Tensor
+    vocab: list | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     def __len__(self):
         return len(self.ids)
 
     def _repr_html_(self):
-        from .viewer import trajectory_html
         return trajectory_html(self)
 
 
@@ -90,7 +93,7 @@ class EpisodeBuilder:
     def build(self, reward: float, info: dict) -> Trajectory:
         mask = [1.0 if o == _POLICY else 0.0 for o in self.owner[1:]]
         return Trajectory(_tensor('q', self.ids), _tensor('f', mask), _tensor('f', self.logprobs[1:]),
-                          float(reward), dict(info), _tensor('q', self.owner), _tensor('q', self.turn))
+                          float(reward), dict(info), _tensor('q', self.owner), _tensor('q', self.turn), vocab=self.tok.vocab)
 
 
 def _tensor(code: str, values: list) -> torch.Tensor:

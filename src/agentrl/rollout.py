@@ -1,7 +1,10 @@
 """Rollouts: scripted episodes, and lockstep batched sampling from a TinyAgent (DESIGN.md §3-4).
 
 Both go through ``render.EpisodeBuilder``, so a demo and a sampled episode of the same calls are
-token-identical.
+token-identical. Both play any environment of the text-env protocol (``envs.protocol``) through its
+checked ``reset`` / ``step``: an environment that raises stops the rollout with an ``EnvStepError``
+naming its class, the task, the turn and the call (the original exception chained), and one that
+returns malformed values or never ends raises ``EnvProtocolError`` naming the rule.
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import math
 
 import torch
 
+from .envs.protocol import checked_reset, checked_step
 from .policy import as_renderer
 from .render import Trajectory
 
@@ -20,14 +24,16 @@ def scripted_rollout(policy, env, task, tok) -> Trajectory:
     tokenizer or any renderer (``agentrl.policy``), such as ``chat.ChatRenderer``.
     """
     renderer = as_renderer(tok)
-    obs, info = env.reset(options={'task': task})
-    policy.reset(info['task'])
+    obs, info = checked_reset(env, task)
+    policy.reset(info.get('task') or task.name)
     episode = renderer.new_episode()
     episode.prompt(obs)
+    turn = 0
     while True:
         ids = renderer.encode_call(policy(obs))[:renderer.call_limit(env)]  # the cap a model's call has too
         episode.call(ids)
-        obs, reward, terminated, truncated, info = env.step(renderer.call_text(ids))
+        turn += 1
+        obs, reward, terminated, truncated, info = checked_step(env, renderer.call_text(ids), task, turn)
         if obs:
             episode.reply(obs, final=terminated or truncated)
         if terminated or truncated:
@@ -134,17 +140,26 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     if force is not None and not callable(force):
         raise TypeError(f'force must be a callable (episode_index, call_so_far) -> token id or None, '
                         f'got {type(force).__name__}')
-    forced_at = [[] for _ in envs] if force is not None else None  # per episode: forced indices into ids
     was_training = model.training
     model.eval()
+    try:  # an environment's error leaves the model in the mode it was in
+        return _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force)
+    finally:
+        model.train(was_training)
+
+
+def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force) -> list:
+    """The lockstep loop of ``rollout_batch`` (its arguments checked, the model in eval mode)."""
+    forced_at = [[] for _ in envs] if force is not None else None  # per episode: forced indices into ids
     B = len(envs)
     episodes = [renderer.new_episode() for _ in range(B)]
     results: list[Trajectory | None] = [None] * B
     live = list(range(B))  # episode index of each row of the batch
     chunks = []
     for env, task, ep in zip(envs, tasks, episodes):
-        obs, _ = env.reset(options={'task': task})
+        obs, _ = checked_reset(env, task)
         chunks.append(ep.prompt(obs))
+    turns = [0] * B  # calls each episode has made
     decoder = (_CachedDecoder if use_cache else _FullDecoder)(model, B)
     stop = renderer.stop_id
     while live:
@@ -184,7 +199,8 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
             if force is not None:
                 forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
             episodes[b].call(ids, call_lp[i])
-            obs, reward, terminated, truncated, info = envs[b].step(renderer.call_text(ids))
+            turns[b] += 1
+            obs, reward, terminated, truncated, info = checked_step(envs[b], renderer.call_text(ids), tasks[b], turns[b])
             reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
             if terminated or truncated:
                 results[b] = episodes[b].build(reward, info)
@@ -196,5 +212,4 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
         if len(keep) < n:
             decoder.keep(torch.tensor(keep, dtype=torch.long))
         live = [live[i] for i in keep]
-    model.train(was_training)
     return results

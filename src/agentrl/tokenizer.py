@@ -1,20 +1,21 @@
-"""A word-level, deterministic tokenizer for the BugFix gym (section 15 setup; DESIGN.md §1).
+"""A word-level, deterministic tokenizer for any text environment (section 15 setup; DESIGN.md §1).
 
-Every word the gym can show (prompts, sources under any edits, tool replies, calls) gets one id.
-Special tokens come first, in a fixed order; the other words follow sorted, so the same tasks
-always give the same vocabulary.
+Every word an environment can show or take gets one id. Special tokens come first, in a fixed
+order; the other words follow sorted, so the same words always give the same vocabulary. The words
+come from the tasks (``task.words``: BugFix's tasks list theirs), from a corpus, or from the
+environment's scripted episodes (``build_tokenizer``). A word outside the vocabulary encodes as
+``<unk>``: one id for every word the tokenizer never saw (``check_text_env(env, tasks, tok)`` lists
+the words of scripted play it lacks).
 
-    >>> tok = build_tokenizer(make_tasks('all'))
+    >>> tok = build_tokenizer(arl.make_tasks('all'))
     >>> tok.decode(tok.encode('read') + [tok.stop_id])   # special tokens are skipped by default
     'read'
 """
 from __future__ import annotations
 
-import itertools
 import json
 
-from .ops import OPS, apply_op
-from .source import LAYOUT
+from .envs.play import episode_texts
 
 PAD, BOS, STOP, UNK, TOOL, END_TOOL = '<pad>', '<bos>', '<stop>', '<unk>', '<tool>', '</tool>'
 SPECIALS = (PAD, BOS, STOP, UNK, TOOL, END_TOOL)
@@ -24,11 +25,6 @@ PAD_ID = 0
 """The id of ``<pad>`` in every agentrl vocabulary (``SPECIALS`` starts with it). ``collate`` pads
 with it, and ``TinyAgent`` reads a row's length off its ids: trailing id 0 is padding."""
 assert SPECIALS[PAD_ID] == PAD
-
-VERBS = ('read', 'edit', 'test', 'submit')
-REPLY_WORDS = ('fix', ':', 'tests', 'fail', 'pass', 'public', 'edited', 'no', 'change', 'error', 'empty',
-               'call', 'unknown', 'needs', 'an', 'op', 'too', 'long', 'submitted', 'already')
-
 
 class Tokenizer:
     """Word-level tokenizer: ``encode(text) -> ids``, ``decode(ids) -> text`` (words joined by spaces).
@@ -82,34 +78,30 @@ class Tokenizer:
         return f'Tokenizer(vocab_size={self.vocab_size})'
 
 
-def reachable_sources(task, depth: int = 2):
-    """Every source the gym can show for ``task`` after at most ``depth`` edits."""
-    seen = {tuple(task.source)}
-    frontier = [tuple(task.source)]
-    for _ in range(depth):
-        nxt = []
-        for words, op in itertools.product(frontier, OPS):
-            new = tuple(apply_op(op, list(words), task.public_tests))
-            if new not in seen:
-                seen.add(new)
-                nxt.append(new)
-        frontier = nxt
-    return seen
+def build_tokenizer(tasks=(), texts=(), env=None) -> Tokenizer:
+    """Build the word-level tokenizer of an environment's text (section 15 setup: ``build_tokenizer(tasks)``).
 
+    The vocabulary is the special tokens, then every word of (any of):
 
-def build_tokenizer(tasks) -> Tokenizer:
-    """Build the word-level tokenizer for ``tasks`` (section 15 setup).
-
-    The vocabulary covers the special tokens, the call grammar (verbs and ops), every tool reply,
-    each task's prompt, and every word of each task's source under up to two edits (edits only
-    introduce a fixed set of words, so deeper edit chains add none).
+    - ``tasks`` that list their words (``task.words``; BugFix's tasks list their prompt, every source the
+      gym can show under up to two edits, and the call grammar);
+    - ``texts``: a corpus (each string split on whitespace);
+    - with ``env`` (a factory or Gymnasium id with scripted players), every prompt, call and reply of its
+      scripted players on ``tasks`` (``envs.play.episode_texts``).
     """
-    tasks = list(tasks)
-    if not tasks:
-        raise ValueError('build_tokenizer needs at least one task')
-    words = set(VERBS) | set(OPS) | set(REPLY_WORDS) | set(LAYOUT)
+    tasks, texts = list(tasks), list(texts)
+    words = set()
     for task in tasks:
-        words.update(task.prompt.split())
-        for src in reachable_sources(task):
-            words.update(src)
+        words.update(getattr(task, 'words', ()))
+    if env is not None:
+        texts += episode_texts(tasks, env)
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f'texts must be strings, got {type(text).__name__}')
+        words.update(text.split())
+    if not words:
+        if tasks:
+            raise ValueError(f'the tasks ({type(tasks[0]).__name__}) do not list their words (task.words): pass '
+                             'env=YourEnv to play its scripted players, or texts=[...] to build from a corpus')
+        raise ValueError('build_tokenizer needs words: tasks that list them, texts, or an env with scripted players')
     return Tokenizer(list(SPECIALS) + sorted(words - set(SPECIALS)))

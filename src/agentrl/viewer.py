@@ -8,29 +8,22 @@ turn, mask bit and behaviour log-prob.
 from __future__ import annotations
 
 import html
-from functools import lru_cache
 
-from .render import OWNER
+from .owners import OWNER
 
 COLORS = {'template': '#d9d9d9', 'prompt': '#aec7e8', 'policy': '#98df8a', 'tool': '#ffbb78'}
 RICH_STYLES = {'template': 'dim', 'prompt': 'bold blue', 'policy': 'bold green underline', 'tool': 'dark_orange'}
 _NAMES = {v: k for k, v in OWNER.items()}
 
 
-@lru_cache(maxsize=1)
-def default_tokenizer():
-    """The tokenizer of all 30 tasks (what the chapter builds), used when none is given."""
-    from .tasks import make_tasks
-    from .tokenizer import build_tokenizer
-    return build_tokenizer(make_tasks('all'))
-
-
 def _words(traj, tok):
-    tok = tok or default_tokenizer()
+    """The token strings of ``traj``: from ``tok``'s vocabulary, else the one the renderer recorded in the
+    trajectory (``traj.vocab``), else the ids themselves."""
+    vocab = tok.vocab if tok is not None else traj.vocab
     ids = traj.ids.tolist()
-    if ids and max(ids) >= tok.vocab_size:
+    if vocab is None or (ids and max(ids) >= len(vocab)):
         return [str(i) for i in ids]
-    return [tok.vocab[i] for i in ids]
+    return [vocab[i] for i in ids]
 
 
 CSS = """

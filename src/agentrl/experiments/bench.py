@@ -54,13 +54,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..env import BugFixEnv
+from ..envs.bugfix import BugFixEnv
 from ..model import TinyAgent
-from ..policies import scripted_policy
+from ..envs.bugfix import scripted_policy
 from ..recipes.sft import sft_train
 from ..render import OWNER, collate
 from ..rollout import rollout_batch, sample_next, scripted_rollout
-from ..tasks import make_tasks
+from ..envs.bugfix import make_tasks
 from ..tokenizer import build_tokenizer
 from .bench_render import render
 from .flops import bench_efficiency, computed_forward_flops, tiny_sft_step

@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from ..checkpoint import load_model, save_checkpoint
-from ..env import BugFixEnv
+from ..envs.bugfix import BugFixEnv
 from ..model import TinyAgent, sequence_log_probs
-from ..policies import scripted_policy
+from ..envs.bugfix import scripted_policy
 from ..recipes.diagnostics import describe, probe, reads_first, strip_wrappers
 from ..recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ..recipes.evaluation import family_pass, pass_rate
@@ -50,7 +50,7 @@ from ..recipes.sft import sft_loss, sft_train
 from ..recipes.star import star_iteration
 from ..render import OWNER, collate
 from ..rollout import scripted_rollout
-from ..tasks import make_tasks
+from ..envs.bugfix import FAMILIES, make_tasks
 from ..tokenizer import build_tokenizer
 from ..trajio import load_trajectories, save_trajectories
 from .config import Ch15Config, describe_differences, differences, effective
@@ -503,8 +503,8 @@ class Chapter15:
         kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
         unique = dedup_by_actions(kept1)
         self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
-        self._say(f'family share, raw:     {family_share(kept1)}', '15.6')
-        self._say(f'family share, deduped: {family_share(unique)}', '15.6')
+        self._say(f'family share, raw:     {family_share(kept1, FAMILIES)}', '15.6')
+        self._say(f'family share, deduped: {family_share(unique, FAMILIES)}', '15.6')
 
         for row in hack_rows:
             k = row['round']
@@ -514,8 +514,8 @@ class Chapter15:
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
-                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1),
-                          'share_deduped': family_share(unique)},
+                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1, FAMILIES),
+                          'share_deduped': family_share(unique, FAMILIES)},
                 'hacking': hack_log}
 
     # --- beyond the chapter: its exercises and a clipped trainer (issue 7)

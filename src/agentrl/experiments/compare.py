@@ -119,7 +119,7 @@ def _last(seq, key):
 
 def key_figures() -> list:
     """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side."""
-    from ..tasks import FAMILIES
+    from ..envs.bugfix import FAMILIES
     from .figures import RECIPES
     figs = [('15.2', 'weak base: train pass', lambda R: R['15.2']['weak']['train']),
             ('15.2', 'weak base: held-out pass', lambda R: R['15.2']['weak']['held']),

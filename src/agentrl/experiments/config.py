@@ -350,9 +350,9 @@ def effective(config: Ch15Config, vocab_size: int | None = None) -> dict:
     Also checks what only the gym and the model can say (imports torch): a bad model setting, more RL
     tasks per step than there are train tasks, a block too short for an episode; ValueError naming the key.
     """
-    from ..env import BugFixEnv
+    from ..envs.bugfix import BugFixEnv
     from ..model import TinyAgentConfig
-    from ..tasks import make_tasks
+    from ..envs.bugfix import make_tasks
     if vocab_size is None:
         from ..tokenizer import build_tokenizer
         vocab_size = build_tokenizer(make_tasks('all')).vocab_size

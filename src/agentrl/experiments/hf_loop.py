@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ..env import BugFixEnv
+from ..envs.bugfix import BugFixEnv
 from ..policy import as_renderer
 from ..render import Trajectory
 
@@ -129,7 +129,7 @@ def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, ep
     limit) and one trained as ``bench.build_models`` trains the TinyAgent (weak base, then oracle SFT: short
     episodes), each played on ``episodes_per_task`` episodes of every train task by both loops."""
     from ..hf import make_policy
-    from ..policies import scripted_policy
+    from ..envs.bugfix import scripted_policy
     from ..rollout import scripted_rollout
     tasks = [t for t in train for _ in range(episodes_per_task)]
     torch.manual_seed(0)

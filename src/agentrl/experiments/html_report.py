@@ -35,6 +35,13 @@ EXTRA_LABELS = {'rft_round1_kept': 'RFT round 1, kept episodes', 'dpo_pairs': 'D
 
 # --- data
 
+
+def default_tokenizer():
+    """The BugFix tokenizer of all 30 tasks (what the chapter builds)."""
+    from ..envs.bugfix import make_tasks
+    from ..tokenizer import build_tokenizer
+    return build_tokenizer(make_tasks('all'))
+
 def encode_episode(t, heat=None) -> dict:
     """A trajectory as the page's compact JSON (see the module docstring); ``heat``: log-probs at masked positions."""
     turns = t.turn.tolist()
@@ -97,9 +104,8 @@ def label(name: str) -> str:
 
 def page_data(run_dir: Path, model=None, checkpoint: str | None = None) -> dict:
     """Everything the page's JS needs: vocabulary, owners, colours, episodes per policy, DPO pairs, task splits."""
-    from ..tasks import make_tasks
+    from ..envs.bugfix import make_tasks
     from ..trajio import load_trajectories
-    from ..viewer import default_tokenizer
     folder = Path(run_dir) / 'episodes'
     episodes = load_episode_files(folder)
     pairs = load_trajectories(folder / PAIRS_FILE) if (folder / PAIRS_FILE).exists() else []
@@ -369,7 +375,6 @@ def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
     model = None
     if checkpoint:
         from ..checkpoint import load_model
-        from ..viewer import default_tokenizer
         path = run_dir / 'checkpoints' / f'{checkpoint}.safetensors'
         if not path.is_file():
             have = sorted(p.stem for p in (run_dir / 'checkpoints').glob('*.safetensors'))
@@ -442,14 +447,14 @@ def main_show(args) -> int:
     """Print episodes in the terminal with ``viewer.trajectory_text``."""
     from rich.console import Console
 
-    from ..viewer import default_tokenizer, trajectory_text
+    from ..viewer import trajectory_text
     console = Console()
     tok = default_tokenizer()
     if args.dir is None:
-        from ..env import BugFixEnv
-        from ..policies import scripted_policy
+        from ..envs.bugfix import BugFixEnv
+        from ..envs.bugfix import scripted_policy
         from ..rollout import scripted_rollout
-        from ..tasks import make_tasks
+        from ..envs.bugfix import make_tasks
         source = 'oracle demo (no run folder given)'
         trajs = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in make_tasks('train')]
         n = args.n or 1

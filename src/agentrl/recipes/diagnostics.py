@@ -1,7 +1,7 @@
 """Diagnostics of sections 15.5-15.6: how an RL policy plays, informative groups, template mismatch, a rendering check.
 
 - ``probe``: how many RL groups would carry a learning signal (mixed pass and fail).
-- ``reads_first``: how a policy goes about a task: by reading the source first, or by editing at once.
+- ``reads_first``: how a policy goes about a task: by reading first (BugFix: the source), or by acting at once.
 - ``strip_wrappers``: a demo pipeline that drops the template wrappers (the mismatch experiment).
 - ``check_rendering``: the fix the chapter recommends, a token-level equality check of a demo
   pipeline's trajectories against the library's own renderer.
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..env import BugFixEnv
+from ..envs.protocol import DEFAULT_ENV, checked_reset, checked_step, env_attr, make_env_factory
 from ..render import OWNER, EpisodeBuilder, Trajectory, collate
-from ..tasks import make_tasks
 from .evaluation import action_entropy, family_rates, pass_rate
 
 
@@ -21,15 +20,21 @@ def informative_fraction(rewards: torch.Tensor) -> float:
     return (rewards.std(1) > 0).float().mean().item()
 
 
-def probe(model, tasks, tok, group=8, seed=5):
-    """Sample ``group`` episodes per task -> (mean reward, informative-group fraction, action entropy) (section 15.6)."""
-    _, trajs = pass_rate(model, tasks, tok, group, seed=seed)
+def is_read(env=DEFAULT_ENV):
+    """The environment's test of a call that only looks (``is_read_call``; BugFix: exactly ``read``), or one that
+    says no to every call when the environment names none."""
+    return env_attr(env, 'is_read_call') or (lambda call: False)
+
+
+def probe(model, tasks, tok, group=8, seed=5, env=DEFAULT_ENV):
+    """Sample ``group`` episodes per task in ``env`` -> (mean reward, informative-group fraction, action entropy) (15.6)."""
+    _, trajs = pass_rate(model, tasks, tok, group, seed=seed, env=env)
     rewards = torch.tensor([t.reward for t in trajs]).view(len(tasks), group)  # [tasks, G]
     return rewards.mean().item(), informative_fraction(rewards), action_entropy(model, collate(trajs, tok.pad_id))
 
 
-def reads_first(trajs) -> float:
-    """Share of episodes whose first call is ``read`` (section 15.5's two RL recipes).
+def reads_first(trajs, env=DEFAULT_ENV) -> float:
+    """Share of episodes whose first call only looks (BugFix: ``read``) (section 15.5's two RL recipes).
 
     A policy that edits at once has seen nothing but the issue text, so its fix can only follow the
     function's name, which tells nothing about a held-out function; one that reads first can pick the
@@ -38,19 +43,22 @@ def reads_first(trajs) -> float:
     trajs = list(trajs)
     if not trajs:
         raise ValueError('reads_first needs at least one episode, got none')
-    return sum(t.info['actions'][:1] == [' read '] for t in trajs) / len(trajs)
+    read = is_read(env)
+    return sum(bool(t.info['actions']) and read(t.info['actions'][0]) for t in trajs) / len(trajs)
 
 
-def describe(model, train, heldout, tok, n=8, seed=0, by_family=False) -> dict:
+def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAULT_ENV) -> dict:
     """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2).
 
-    ``by_family`` adds ``held_by_family``: held-out pass per bug family, from the same held-out episodes.
+    ``by_family`` adds ``held_by_family``: held-out pass per task group (BugFix: bug family), from the same
+    held-out episodes. ``reads``: the share of train episodes with a call that only looks (``is_read``).
     """
-    rate_train, trajs = pass_rate(model, train, tok, n, seed=seed)
-    rate_held, held = pass_rate(model, heldout, tok, n, seed=seed)
+    rate_train, trajs = pass_rate(model, train, tok, n, seed=seed, env=env)
+    rate_held, held = pass_rate(model, heldout, tok, n, seed=seed, env=env)
+    read = is_read(env)
     out = {'train': rate_train, 'held': rate_held,
            'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs),
-           'reads': sum(' read ' in t.info['actions'] for t in trajs) / len(trajs),
+           'reads': sum(any(map(read, t.info['actions'])) for t in trajs) / len(trajs),
            'entropy': action_entropy(model, collate(trajs, tok.pad_id))}
     if by_family:
         out['held_by_family'] = family_rates(held)
@@ -65,18 +73,31 @@ def strip_wrappers(traj: Trajectory) -> Trajectory:
                       traj.reward, traj.info, owner, traj.turn[keep])
 
 
-def rerender(traj: Trajectory, tok, env=None) -> Trajectory:
-    """Replay ``traj``'s calls (``info['actions']``) in a fresh env through the library's renderer."""
-    by_name = {t.name: t for t in make_tasks('all')}
-    task = by_name[traj.info['task']]
-    env = env or BugFixEnv()
-    obs, _ = env.reset(options={'task': task})
+def episode_task(traj: Trajectory, tasks=None):
+    """The task of an episode: the one of ``tasks`` named ``info['task']``, or (no ``tasks``) the name itself,
+    which an environment that resets by name takes (BugFix does)."""
+    name = traj.info['task']
+    if tasks is None:
+        return name
+    by_name = {t.name: t for t in tasks}
+    if name not in by_name:
+        raise ValueError(f'episode of task {name!r}, which is not among the {len(by_name)} tasks given')
+    return by_name[name]
+
+
+def rerender(traj: Trajectory, tok, env=DEFAULT_ENV, tasks=None) -> Trajectory:
+    """Replay ``traj``'s calls (``info['actions']``) in a fresh ``env`` through the library's renderer.
+
+    ``env``: a factory or Gymnasium id; ``tasks``: where to find the episode's task (``episode_task``)."""
+    task = episode_task(traj, tasks)
+    env = make_env_factory(env)()
+    obs, _ = checked_reset(env, task)
     episode = EpisodeBuilder(tok)
     episode.prompt(obs)
     reward, info = 0.0, {}
-    for call in traj.info['actions']:
+    for turn, call in enumerate(traj.info['actions'], start=1):
         episode.call((tok.encode(call) + [tok.stop_id])[:env.max_call_tokens])  # a capped call has no stop
-        obs, reward, terminated, truncated, info = env.step(call)
+        obs, reward, terminated, truncated, info = checked_step(env, call, task, turn)
         if obs:
             episode.reply(obs)
         if terminated or truncated:
@@ -84,18 +105,19 @@ def rerender(traj: Trajectory, tok, env=None) -> Trajectory:
     return episode.build(reward, info)
 
 
-def check_rendering(trajs, tok) -> list:
+def check_rendering(trajs, tok, env=DEFAULT_ENV, tasks=None) -> list:
     """Compare a demo pipeline's trajectories token by token with the library's rendering -> problems.
 
     Returns one string per trajectory that differs, naming the first differing position and the
     tokens on each side; an empty list means every trajectory matches (section 15.6, option c).
+    Each episode is replayed in ``env`` (``rerender``; its task found in ``tasks`` or by name).
 
         >>> check_rendering([strip_wrappers(demo)], tok)
         ["minmax/clamp: token 7 is 'def' (yours) vs '<tool>' (rollout renderer)"]
     """
     problems = []
     for t in trajs:
-        ref = rerender(t, tok)
+        ref = rerender(t, tok, env, tasks)
         a, b = t.ids.tolist(), ref.ids.tolist()
         if a == b and torch.equal(t.owner, ref.owner):
             continue

@@ -1,41 +1,50 @@
-"""Measuring a policy in the gym: pass rate, pass rate per bug family, and action entropy (section 15.2)."""
+"""Measuring a policy in an environment: pass rate, pass rate per task group, and action entropy (section 15.2).
+
+Every evaluator takes the environment as ``env=``: a factory or Gymnasium id (``envs.protocol``),
+the BugFix gym by default. One fresh environment is built per episode.
+"""
 from __future__ import annotations
 
 import torch
 
-from ..env import BugFixEnv
+from ..envs.protocol import DEFAULT_ENV, make_env_factory
 from ..model import entropy_from_logits
 from ..rollout import rollout_batch
-from ..tasks import FAMILIES
 
 
-def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden'):
-    """Sample n_samples episodes per task in lockstep -> (mean reward, list of Trajectory) (section 15.2)."""
+def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden', env=DEFAULT_ENV):
+    """Sample n_samples episodes per task in lockstep -> (mean reward, list of Trajectory) (section 15.2).
+
+    ``env``: the environment factory or Gymnasium id; ``reward='public'`` builds it with its public reward.
+    """
+    make = make_env_factory(env, reward)
     gen = torch.Generator().manual_seed(seed)
     batch_tasks = [t for t in tasks for _ in range(n_samples)]
-    envs = [BugFixEnv(reward=reward) for _ in batch_tasks]
-    trajs = rollout_batch(model, envs, batch_tasks, tok, temperature=temperature, generator=gen)
+    trajs = rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
     return sum(t.reward for t in trajs) / len(trajs), trajs
 
 
 def family_rates(trajs) -> dict:
-    """Mean reward per bug family of some episodes -> {family: pass}, in ``FAMILIES`` order (families present only)."""
+    """Mean reward per task group of some episodes (``info['group']``; BugFix: the bug family) -> {group: pass}.
+
+    Groups appear in the order their first episode does (BugFix's tasks come in ``FAMILIES`` order);
+    episodes without a group are left out."""
     out = {}
-    for f in FAMILIES:
-        rs = [t.reward for t in trajs if t.info['family'] == f]
-        if rs:
-            out[f] = sum(rs) / len(rs)
-    return out
+    for t in trajs:
+        group = t.info.get('group')
+        if group is not None:
+            out.setdefault(group, []).append(t.reward)
+    return {g: sum(rs) / len(rs) for g, rs in out.items()}
 
 
-def family_pass(model, tasks, tok, n_samples=4, seed=0) -> dict:
-    """Pass rate per family, ``n_samples`` episodes per task -> {family: pass} (families of ``tasks`` only).
+def family_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict:
+    """Pass rate per task group, ``n_samples`` episodes per task -> {group: pass} (groups of ``tasks`` only).
 
-    The same episodes as ``pass_rate(model, tasks, tok, n_samples, seed=seed)``. On the held-out tasks after
-    oracle SFT this is section 15.2's transfer, family by family: the skill (read the source, pick the fix from
+    The same episodes as ``pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)``. On BugFix's held-out tasks
+    after oracle SFT this is section 15.2's transfer, family by family: the skill (read the source, pick the fix from
     its cue) carries over to unseen functions only if every family does.
     """
-    return family_rates(pass_rate(model, tasks, tok, n_samples, seed=seed)[1])
+    return family_rates(pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)[1])
 
 
 def action_entropy(model, batch) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..env import BugFixEnv
+from ..envs.protocol import DEFAULT_ENV, make_env_factory
 from ..model import entropy_from_logits
 from ..render import collate
 from ..rollout import rollout_batch
@@ -173,7 +173,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
 
 
 def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate=None, every=10, ref_model=None,
-               start=0):
+               start=0, env=DEFAULT_ENV):
     """``steps`` clipped group-policy-gradient steps on ``tasks``, in place -> (history, logs).
 
     ``history`` is as ``recipes.reinforce.train_rl``'s: ``(start + step, *evaluate(model))`` before
@@ -183,7 +183,8 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     ``entropy``, ``clip_frac``, ``approx_kl`` and, when there is a reference, ``kl``.
 
     The reference is ``ref_model`` if given (its KL is then logged even at ``kl_coef=0``), else a
-    frozen copy of ``model`` taken before the first step when ``cfg.kl_coef > 0``, else none.
+    frozen copy of ``model`` taken before the first step when ``cfg.kl_coef > 0``, else none. Episodes are
+    sampled in ``env`` (a factory or Gymnasium id, one fresh environment per episode).
     """
     cfg = cfg or GRPOConfig()
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
@@ -197,6 +198,7 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
         ref_model.eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
+    make = make_env_factory(env)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
@@ -205,7 +207,7 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     for step in range(1, steps + 1):
         # 1. sample n_tasks x group episodes with the current (behaviour) policy
         b_tasks = [t for t in rng.sample(tasks, cfg.n_tasks) for _ in range(cfg.group)]
-        trajs = rollout_batch(model, [BugFixEnv() for _ in b_tasks], b_tasks, tok, temperature=cfg.temperature,
+        trajs = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, temperature=cfg.temperature,
                               generator=gen)
         b_rewards = torch.tensor([t.reward for t in trajs]).view(cfg.n_tasks, cfg.group)  # [tasks, G]
         # 2. group advantages, one per episode

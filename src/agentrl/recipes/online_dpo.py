@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import torch
 
+from ..envs.protocol import DEFAULT_ENV
 from ..render import collate
 from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate
 
 
 def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16, beta=0.1, lr=1e-3, nll_weight=0.0,
-                     loss='sigmoid', seed=0, evaluate=None, every=25) -> list:
-    """Iterative DPO on ``tasks``, in place -> log, one dict per ``every`` steps.
+                     loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV) -> list:
+    """Iterative DPO on ``tasks`` in ``env`` (a factory or Gymnasium id), in place -> log, one dict per ``every`` steps.
 
     Round r (starting at step ``r * regen_every + 1``) samples with seed ``seed + r`` and pairs
     with ``make_pairs(..., seed=seed + r)``. ``loss`` is ``'sigmoid'`` (DPO), ``'ipo'`` or
@@ -51,7 +52,7 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
     for step in range(1, steps + 1):
         if (step - 1) % regen_every == 0:  # a new round: fresh pairs, and the policy becomes the reference
             r = (step - 1) // regen_every
-            sample_pass, sample = pass_rate(policy, tasks, tok, n_samples, seed=seed + r)
+            sample_pass, sample = pass_rate(policy, tasks, tok, n_samples, seed=seed + r, env=env)
             invalid = sum(t.info['n_invalid'] for t in sample) / len(sample)
             pairs = make_pairs(sample, tasks, seed=seed + r)
             if pairs:

@@ -18,7 +18,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from ..env import BugFixEnv
+from ..envs.protocol import DEFAULT_ENV, make_env_factory
 from ..model import entropy_from_logits, sequence_log_probs
 from ..render import collate
 from ..rollout import rollout_batch
@@ -39,15 +39,18 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
         raise ValueError(f'entropy_bonus must be a finite number >= 0, got {entropy_bonus!r}')
 
 
-def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0) -> float:
+def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
+                   env=DEFAULT_ENV) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch reward (section 15.5).
 
-    Episodes are sampled at ``temperature``; ``entropy_bonus`` > 0 subtracts that weight times the mean
-    action-token entropy from the loss (section 15.6, remedies b and c).
+    Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
+    per episode); ``entropy_bonus`` > 0 subtracts that weight times the mean action-token entropy from the
+    loss (section 15.6, remedies b and c).
     """
     _check(n_tasks, group, temperature, entropy_bonus)
+    make = make_env_factory(env)
     batch_tasks = [t for t in rng.sample(list(tasks), n_tasks) for _ in range(group)]
-    trajs = rollout_batch(model, [BugFixEnv() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
+    trajs = rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
     b = collate(trajs, tok.pad_id)
     rewards = b['rewards'].view(n_tasks, group)  # [tasks, G]
     advantages = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1)  # [B, 1]
@@ -68,12 +71,12 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
 
 
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
-             temperature=1.0, entropy_bonus=0.0):
+             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
     first step and every ``every`` steps. ``start`` offsets the step numbers, so a cold-started
-    run continues the x axis of its SFT phase. ``temperature`` and ``entropy_bonus``: see ``reinforce_step``.
+    run continues the x axis of its SFT phase. ``temperature``, ``entropy_bonus`` and ``env``: see ``reinforce_step``.
     """
     _check(n_tasks, group, temperature, entropy_bonus, lr)
     if n_tasks > len(list(tasks)):
@@ -82,7 +85,7 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     history = [(start, *evaluate(model))] if evaluate is not None else []
     for step in range(1, steps + 1):
-        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus)
+        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env)
         if evaluate is not None and step % every == 0:
             history.append((start + step, *evaluate(model)))
     return history

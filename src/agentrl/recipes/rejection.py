@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from ..tasks import FAMILIES
+from ..envs.protocol import DEFAULT_ENV
 from .evaluation import pass_rate
 from .sft import sft_train
 
@@ -43,17 +43,29 @@ def cap_per_task(trajs, cap: int, seed: int = 0) -> list:
     return out
 
 
-def family_share(trajs) -> dict:
-    """Share of ``trajs`` from each family, rounded to 2 decimals (section 15.6)."""
+def family_share(trajs, groups=None) -> dict:
+    """Share of ``trajs`` from each task group (``info['group']``; BugFix: each family), rounded to 2 decimals (15.6).
+
+    ``groups``: the groups to report, in order, absent ones as 0.0 (section 15.6 passes every family of the train
+    tasks); default: the groups of ``trajs``, in the order they first appear."""
     trajs = list(trajs)
+    if groups is None:
+        groups = list(dict.fromkeys(t.info.get('group') for t in trajs))
     if not trajs:
-        return {f: 0.0 for f in FAMILIES}
-    return {f: round(sum(t.info['family'] == f for t in trajs) / len(trajs), 2) for f in FAMILIES}
+        return {g: 0.0 for g in groups}
+    return {g: round(sum(t.info.get('group') == g for t in trajs) / len(trajs), 2) for g in groups}
+
+
+def _hacks(kept):
+    """Kept episodes that fail the hidden check (None when the environment reports none)."""
+    if not all('hidden_pass' in t.info for t in kept):
+        return None
+    return sum(not t.info['hidden_pass'] for t in kept)
 
 
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                      reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
-                     temperature=1.0):
+                     temperature=1.0, env=DEFAULT_ENV):
     """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
 
     Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
@@ -61,20 +73,22 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
     and runs ``steps`` SFT steps on them with seed ``sft_seed + k``. Each round's dict holds the
     sample pass rate, the kept episodes, the solved task names, ``hacks`` (kept episodes that fail
     the hidden tests: the exploit under ``reward='public'``), and whatever ``evaluate(model)``
-    returns (a dict), measured after the round's SFT. Episodes are sampled at ``temperature``.
+    returns (a dict), measured after the round's SFT. Episodes are sampled at ``temperature`` in ``env`` (a
+    factory or Gymnasium id; ``hacks`` is None when its episodes report no ``info['hidden_pass']``).
     """
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f'rounds must be a positive int, got {rounds!r}')
     history = []
     for k in range(rounds):
-        rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k, reward=reward)
+        rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k, reward=reward,
+                                 env=env)
         kept = keep_successes(sample)
         if dedup:
             kept = dedup_by_actions(kept)
         if per_task_cap is not None:
             kept = cap_per_task(kept, per_task_cap, seed=sft_seed + k)
         row = {'round': k, 'rate': rate, 'kept': kept, 'solved': sorted({t.info['task'] for t in kept}),
-               'hacks': sum(not t.info['hidden_pass'] for t in kept),
+               'hacks': _hacks(kept),
                'first_actions': Counter(t.info['actions'][0] for t in kept)}
         if kept:  # nothing passed the filter: this round cannot teach anything
             sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from ..envs.protocol import DEFAULT_ENV
 from ..model import sequence_log_probs
 from ..render import collate
 from .diagnostics import informative_fraction
@@ -90,7 +91,7 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
 
 
 def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
-                           reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None):
+                           reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV):
     """Expert iteration with a group baseline: sample -> weight -> weighted SFT, in place -> one dict per round.
 
     As ``recipes.rejection.expert_iteration`` (same seeds: round k samples with ``sample_seed + k``
@@ -100,14 +101,15 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
     gradient and are left out of the pool, so, like RFT's dropped failures, they do not dilute the
     token mean. Each dict holds ``round``, ``rate`` (sample pass), ``n_pos`` and ``n_neg``
     (episodes trained with positive and negative weight), ``min_weight``, ``solved`` (task names
-    with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict).
+    with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict). Episodes are
+    sampled in ``env`` (a factory or Gymnasium id).
     """
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f'rounds must be a positive int, got {rounds!r}')
     tasks = list(tasks)
     history = []
     for k in range(rounds):
-        rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward)
+        rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward, env=env)
         rewards = torch.tensor([t.reward for t in sample]).view(len(tasks), n_samples)  # [tasks, G], task-major
         weights = group_baseline_weights(rewards, keep_all_pass).view(-1)  # [B]
         pool = [(t, w) for t, w in zip(sample, weights.tolist()) if w != 0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import NamedTuple
 
+from ..envs.protocol import DEFAULT_ENV
 from .diagnostics import probe
 from .sft import sft_train
 
@@ -32,12 +33,13 @@ class Selection(NamedTuple):
 
 
 def select_sft_checkpoint(model, demos, tok, probe_tasks, steps=60, every=10, group=8, seed=0, lr=3e-3,
-                          batch_size=32, include_start=False) -> Selection:
+                          batch_size=32, include_start=False, env=DEFAULT_ENV) -> Selection:
     """Oracle SFT on ``demos`` (in place), probing every ``every`` steps -> ``Selection`` (section 15.6).
 
     SFT uses seed ``seed``; each probe samples ``group`` episodes per probe task with seed
     ``5 + seed`` (the chapter's probe seed), so every checkpoint is probed on the same draws.
-    ``include_start`` also probes (and may select) the model before any SFT step, as step 0.
+    ``include_start`` also probes (and may select) the model before any SFT step, as step 0. The probes play
+    ``env`` (a factory or Gymnasium id).
     """
     if not isinstance(every, int) or isinstance(every, bool) or every < 1 or not isinstance(steps, int) or steps < every:
         raise ValueError(f'need ints steps >= every >= 1, got steps={steps!r}, every={every!r}')
@@ -45,7 +47,7 @@ def select_sft_checkpoint(model, demos, tok, probe_tasks, steps=60, every=10, gr
     table, best = [], {}
 
     def measure(step):
-        rate, informative, entropy = probe(model, probe_tasks, tok, group=group, seed=5 + seed)
+        rate, informative, entropy = probe(model, probe_tasks, tok, group=group, seed=5 + seed, env=env)
         table.append((step, rate, informative, entropy))
         if not best or informative > best['informative']:  # strictly greater: ties keep the earliest
             best.update(step=step, informative=informative, model=copy.deepcopy(model))

@@ -1,16 +1,19 @@
-"""STaR rationalization for the gym (exercise 3; sections 15.3 and 15.6).
+"""STaR rationalization for any environment with a scripted oracle (exercise 3; sections 15.3 and 15.6).
 
 Expert iteration (section 15.3) only clones what the sampler already does: a task it never solves
-(the weak base's whole ``init`` family) contributes nothing. STaR's rationalization (Zelikman et
-al. 2022) regenerates, for each problem the model failed, a rationale *given the right answer*.
-In the gym the "answer" is the task's fixing op (``task.fix``), and a rationalized episode is a
-rollout of the current model in which, whenever the model's call so far is exactly ``edit``, the
-call is completed as ``edit <op> <stop>``. The model still chooses everything else: whether to read first,
-when to edit, whether and when to submit. Successful rationalized episodes join the kept set.
+(the weak base's whole ``init`` family, in BugFix) contributes nothing. STaR's rationalization (Zelikman
+et al. 2022) regenerates, for each problem the model failed, a rationale *given the right answer*.
+In an environment the "answer" is what the scripted oracle writes after a call's verb: the arguments of
+each oracle call that has any (``envs.play.oracle_calls``; in BugFix, ``edit <op>`` with the task's fixing
+op). A rationalized episode is a rollout of the current model in which, whenever the model's call so far
+is the verb of an answer call it has not yet made (``edit``), the call is completed with the oracle's
+arguments and the stop token (``edit fix_init <stop>``). The model still chooses everything else: whether
+to read first, when to act, whether and when to submit. Successful rationalized episodes join the kept set.
 
-The forced tokens (the op and the stop after it) are the answer, not the model's decision, so by
-default (``mask_forced=True``) their action-mask entries are 0 and SFT does not train them: the model is taught the episode around the
-op (the read, the ``edit`` verb, the submit) but not the op. ``mask_forced=False`` trains it too.
+The forced tokens (the arguments and the stop after them) are the answer, not the model's decision, so by
+default (``mask_forced=True``) their action-mask entries are 0 and SFT does not train them: the model is
+taught the episode around the answer (the read, the ``edit`` verb, the submit) but not the answer.
+``mask_forced=False`` trains it too.
 Either way the result is still filtered behaviour cloning: it imitates episodes a verifier
 accepted, now drawn from a policy conditioned on the answer.
 
@@ -26,28 +29,49 @@ from __future__ import annotations
 
 import torch
 
-from ..env import BugFixEnv
+from ..envs.play import oracle_calls
+from ..envs.protocol import DEFAULT_ENV, make_env_factory
+from ..policy import as_renderer
 from ..render import Trajectory
 from ..rollout import rollout_batch
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
 from .sft import sft_train
 
 
-def edit_forcer(op_ids, tok):
-    """A ``rollout_batch`` ``force`` callable that completes episode b's edit call as ``edit op_ids[b] <stop>``.
+def answer_ids(task, renderer, env=DEFAULT_ENV) -> list:
+    """The oracle's answer calls on ``task`` as the renderer writes them -> [(ids with the stop, verb length)].
 
-    When the call so far is exactly ``edit`` it emits the op; when it is ``edit op_ids[b]`` it
-    emits ``<stop>``, so the forced call is well-formed. (Forcing the op alone let the model write
-    a third word after an op it had never seen, ``edit fix_init guard_zero``: an invalid call, and
-    not one rationalized ``init`` episode passed.)
+    An answer call is an oracle call with arguments (``edit fix_init``; ``read`` and ``submit`` have none).
+    Its verb is its first word, which the model must write itself before the rest is forced."""
+    out = []
+    for call in oracle_calls(task, env):
+        words = call.split()
+        if len(words) < 2:
+            continue
+        ids, verb = renderer.encode_call(call), renderer.encode_call(words[0])[:-1]
+        if ids[:len(verb)] == verb:  # the verb's tokens are a prefix of the call's (always, word by word)
+            out.append((ids, len(verb)))
+    return out
+
+
+def answer_forcer(answers):
+    """A ``rollout_batch`` ``force`` callable: episode b's calls that start with an answer's verb get its arguments.
+
+    ``answers[b]`` is ``answer_ids`` of episode b's task. When the call so far is an unused answer's verb
+    (``edit``), it emits the answer's next token, through the stop token, so the forced call is
+    well-formed (``edit fix_init <stop>``); that answer is then used. (Forcing the op alone let the model
+    write a third word after an op it had never seen, ``edit fix_init guard_zero``: an invalid call, and not
+    one rationalized ``init`` episode passed.)
     """
-    edit_id, stop_id = tok.token_to_id['edit'], tok.stop_id
+    used = [set() for _ in answers]
 
     def force(b, call):
-        if call == (edit_id,):
-            return op_ids[b]
-        if call == (edit_id, op_ids[b]):
-            return stop_id
+        n = len(call)
+        for k, (ids, verb) in enumerate(answers[b]):
+            if k not in used[b] and verb <= n < len(ids) and tuple(ids[:n]) == call:
+                if n + 1 == len(ids):
+                    used[b].add(k)
+                return ids[n]
         return None
     return force
 
@@ -60,23 +84,24 @@ def mask_forced_tokens(traj: Trajectory) -> Trajectory:
     return Trajectory(traj.ids, mask, traj.logprobs, traj.reward, traj.info, traj.owner, traj.turn)
 
 
-def rationalize(model, tasks, tok, n_samples, generator=None, mask=True) -> list:
-    """Roll the model out ``n_samples`` times per task with each task's fixing op forced at its edits -> trajectories.
+def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEFAULT_ENV) -> list:
+    """Roll the model out ``n_samples`` times per task with the oracle's answers forced (``answer_forcer``) -> trajectories.
 
     Every trajectory has ``info['forced_positions']`` (indices into ``ids``; empty if the model
-    never wrote ``edit``); with ``mask`` their action-mask entries are 0. Behaviour log-probs of
+    never wrote an answer's verb); with ``mask`` their action-mask entries are 0. Behaviour log-probs of
     forced tokens are 0 (the behaviour chose them with probability 1).
     """
+    renderer, make = as_renderer(tok), make_env_factory(env)
+    answers = {t.name: answer_ids(t, renderer, env) for t in tasks}
     b_tasks = [t for t in tasks for _ in range(n_samples)]
-    op_ids = [tok.token_to_id[t.fix] for t in b_tasks]
-    trajs = rollout_batch(model, [BugFixEnv() for _ in b_tasks], b_tasks, tok, generator=generator,
-                          force=edit_forcer(op_ids, tok))
+    trajs = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, generator=generator,
+                          force=answer_forcer([answers[t.name] for t in b_tasks]))
     return [mask_forced_tokens(t) for t in trajs] if mask else trajs
 
 
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,
-                   lr=3e-3, batch_size=32) -> list:
-    """Rounds of STaR with rationalization, in place -> one dict per round (exercise 3).
+                   lr=3e-3, batch_size=32, env=DEFAULT_ENV) -> list:
+    """Rounds of STaR with rationalization in ``env``, in place -> one dict per round (exercise 3).
 
     All rollouts (plain and rationalized, in that order each round) draw from one
     ``torch.Generator`` seeded with ``seed``; round k's SFT uses seed ``seed + k``. Each dict holds:
@@ -91,15 +116,16 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f'rounds must be a positive int, got {rounds!r}')
     tasks = list(tasks)
+    make = make_env_factory(env)
     gen = torch.Generator().manual_seed(seed)
     history = []
     for k in range(rounds):
         b_tasks = [t for t in tasks for _ in range(n_samples)]
-        sample = rollout_batch(model, [BugFixEnv() for _ in b_tasks], b_tasks, tok, generator=gen)
+        sample = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, generator=gen)
         plain = [t for t in sample if t.reward == 1.0]
         solved = {t.info['task'] for t in plain}
         failed = [t for t in tasks if t.name not in solved]
-        forced = rationalize(model, failed, tok, n_samples, generator=gen, mask=mask_forced) if failed else []
+        forced = rationalize(model, failed, tok, n_samples, generator=gen, mask=mask_forced, env=env) if failed else []
         rationalized = [t for t in forced if t.reward == 1.0]
         kept = plain + rationalized
         row = {'round': k, 'rate': sum(t.reward for t in sample) / len(sample), 'solved': sorted(solved),

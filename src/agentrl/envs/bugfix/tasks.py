@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from .ops import apply_op
 from .source import to_python, to_words
+from .vocab import task_words
 
 FAMILIES = ['minmax', 'range', 'compare', 'zero', 'init']
 """The five bug families, in the chapter's order."""
@@ -59,6 +60,16 @@ class Task:
     def prompt(self) -> str:
         """The issue text the agent starts from: it names the function, never the family."""
         return f'fix {self.func} : tests fail'
+
+    @property
+    def group(self) -> str:
+        """The task's group in the text-env protocol: its bug family."""
+        return self.family
+
+    @property
+    def words(self) -> frozenset:
+        """Every word an episode of this task can show (``build_tokenizer(tasks)`` reads it; ``vocab.task_words``)."""
+        return task_words(self)
 
 
 # (family, function, buggy source, public test inputs, hidden test inputs); train first, then held-out.

@@ -5,7 +5,7 @@ the text the policy wrote before its stop token, and answers with the tool's rep
 
 ==================  ===================================================================
 ``read``            the function's current source, as words
-``edit OP``         apply edit operator OP (see ``agentrl.ops``), report the public tests; one
+``edit OP``         apply edit operator OP (see ``ops``), report the public tests; one
                     edit per episode (a second ``edit`` is refused: trying every op in turn
                     would solve a task without reading it)
 ``test``            run the public tests
@@ -17,23 +17,30 @@ Rewards: with ``reward='hidden'`` an episode earns 1.0 if it submitted and the f
 every hidden test; with ``reward='public'``, if it passes the public tests the agent can see
 (which ``edit hardcode_tests`` games). Episodes also end, truncated, at ``max_turns`` calls or
 when the rendered episode would pass ``max_tokens`` tokens.
+
+It keeps the text-env protocol (``agentrl.envs.protocol``): besides ``reset`` / ``step`` and the limits,
+it offers its scripted players (``scripted_policy``), tells a call that only looks (``is_read_call``) and
+lists its well-formed calls (``example_calls``). Gymnasium knows it as ``agentrl/BugFix-v0``.
 """
 from __future__ import annotations
 
 import gymnasium as gym
 
 from .ops import OPS, apply_op
+from .players import KINDS, scripted_policy
 from .sandbox import run_tests
 from .tasks import Task, make_tasks
 
 REWARDS = ('hidden', 'public')
+CALLS = ('read', 'test', 'submit', *(f'edit {op}' for op in OPS))
+"""Every well-formed call of the BugFix gym."""
 
 
 def _text_space(max_length):
-    from .tokenizer import build_tokenizer
     chars = set(' ')
-    for w in build_tokenizer(make_tasks('all')).vocab:
-        chars.update(w)
+    for task in make_tasks('all'):
+        for w in task.words:
+            chars.update(w)
     return gym.spaces.Text(max_length=max_length, min_length=0, charset=''.join(sorted(chars)))
 
 
@@ -52,6 +59,15 @@ class BugFixEnv(gym.Env):
 
     metadata = {'render_modes': ['ansi'], 'render_fps': 4}
     _spaces = {}
+    scripted_policy = staticmethod(scripted_policy)
+    """The scripted players (``players.scripted_policy``): ``BugFixEnv.scripted_policy('oracle')``."""
+    scripted_kinds = KINDS
+    example_calls = CALLS
+
+    @staticmethod
+    def is_read_call(call: str) -> bool:
+        """Whether ``call`` only looks at the task: a well-formed ``read``."""
+        return call.split() == ['read']
 
     def __init__(self, reward: str = 'hidden', max_turns: int = 6, max_tokens: int = 320, max_call_words: int = 2,
                  tasks=None, render_mode=None):
@@ -178,9 +194,7 @@ class BugFixEnv(gym.Env):
     def _info(self):
         task = self.task
         public, hidden = self._tests()
-        return {'task': task.name, 'family': task.family, 'actions': list(self.actions), 'n_invalid': self.n_invalid,
-                'submitted': self.submitted, 'hidden_pass': hidden, 'public_pass': public, 'turn': self.turn}
+        return {'task': task.name, 'family': task.family, 'group': task.family, 'actions': list(self.actions),
+                'n_invalid': self.n_invalid, 'submitted': self.submitted, 'hidden_pass': hidden, 'public_pass': public,
+                'turn': self.turn}
 
-
-gym.register(id='agentrl/BugFix-v0', entry_point='agentrl.env:BugFixEnv')
-"""``gymnasium.make('agentrl/BugFix-v0', reward='public')`` builds a ``BugFixEnv``."""

@@ -1,0 +1,26 @@
+"""Environments: the text-env protocol, and the gyms that keep it.
+
+- ``protocol``: what an environment and a task provide, how the library builds one environment per
+  episode from an ``env=`` factory or Gymnasium id (``make_env_factory``), and the checked
+  ``reset`` / ``step`` the rollouts use;
+- ``play``: scripted play as text (no model, no tokens);
+- ``check``: ``check_text_env``, which checks an environment against the protocol;
+- ``bugfix/``: the BugFix gym of chapter 15.
+
+The rest of the library imports this package's protocol, never a gym: recipes, rollouts and
+renderers take the environment from their caller, by default the Gymnasium id registered here
+(``'agentrl/BugFix-v0'``; the entry point is a string, so registering imports no gym).
+"""
+import gymnasium as gym
+
+from .check import check_text_env
+from .play import Episode, episode_texts, oracle_calls, play, scripted_player
+from .protocol import (DEFAULT_ENV, REWARD_MODES, EnvProtocolError, EnvStepError, checked_reset, checked_step,
+                       env_attr, env_name, make_env_factory, task_group, task_name)
+
+__all__ = ['DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvStepError', 'check_text_env',
+           'checked_reset', 'checked_step', 'env_attr', 'env_name', 'episode_texts', 'make_env_factory', 'oracle_calls',
+           'play', 'scripted_player', 'task_group', 'task_name']
+
+gym.register(id='agentrl/BugFix-v0', entry_point='agentrl.envs.bugfix:BugFixEnv')
+"""``gymnasium.make('agentrl/BugFix-v0', reward='public')`` builds a ``BugFixEnv``."""

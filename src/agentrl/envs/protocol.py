@@ -1,0 +1,214 @@
+"""The text-environment protocol: what an environment gives agentrl, and how the library builds one.
+
+agentrl trains on any environment that keeps Gymnasium's ``reset`` / ``step`` with text in and text
+out. The environment never sees a token: the library renders the episode, builds the action mask and
+keeps the policy's sampled ids as sampled (``render``, ``rollout``). One environment is built per
+episode, and the episode's task is handed to ``reset``.
+
+**An environment** (an object; ``arl.check_text_env`` checks every rule below and names the broken one):
+
+==============================================  ======================================================
+``reset(*, seed=None, options={'task': task})``  start the episode of ``task`` -> ``(prompt: str, info: dict)``
+``step(call: str)``                              the policy's call (its text before the stop token) ->
+                                                 ``(reply: str, reward: float, terminated: bool,
+                                                 truncated: bool, info: dict)``; a call the environment
+                                                 cannot parse is answered with an error reply and
+                                                 counted in ``info['n_invalid']``, never raised
+``max_turns``                                    every episode ends (terminated or truncated) within
+                                                 this many calls
+``max_tokens``                                   the longest rendered episode, in word-level tokens;
+                                                 ``rollout_batch`` refuses a model whose
+                                                 ``block_size`` is shorter
+``max_call_tokens``                              the most tokens a sampled call may have, its stop token
+                                                 included (word-level: words + 1); longer calls are cut
+==============================================  ======================================================
+
+``info`` at the end of an episode (the step that returns ``terminated`` or ``truncated``) holds:
+
+- required: ``'task'`` (the task's name), ``'actions'`` (each call as the environment received it,
+  a list of str, one per call) and ``'n_invalid'`` (calls it could not parse, an int);
+- optional, read by the tables and diagnostics that apply: ``'group'`` (the task's group, for
+  per-group pass rates), ``'hidden_pass'`` and ``'public_pass'`` (bools: whether the episode's
+  outcome passes the hidden check that decides the reward, and the public check the agent can see:
+  the reward-hacking diagnostics compare them), ``'submitted'`` (the agent ended the episode itself).
+
+Optional members, used where present:
+
+- ``scripted_policy(kind, seed=0)`` (a static method) and ``scripted_kinds``: scripted players
+  (``'oracle'``, ``'blind'``, ``'random'``, ...) with ``reset(task_name)`` and ``player(observation) ->
+  call``. ``recipes.star`` forces the oracle's answer; ``tokenizer.build_tokenizer(env=...)`` and
+  ``check_text_env`` play them.
+- a ``reward`` keyword of the constructor: ``'hidden'`` (the default: the true reward) or ``'public'``
+  (the check the agent can see, which an exploit may game); recipes called with ``reward='public'``
+  build the environment with it.
+- ``is_read_call(call) -> bool`` (a static method): whether a call only looks at the task (BugFix: a
+  well-formed ``read``), for the share of episodes that read (``describe``, ``reads_first``);
+  ``example_calls``: well-formed calls, which size a ``ChatRenderer``'s call limit.
+
+**A task** has a ``name`` (a non-empty str, unique among the tasks), optionally a ``group`` (str) and
+``words`` (every word an episode of it can show: ``build_tokenizer(tasks)`` uses it).
+
+**An environment factory**, the ``env=`` keyword of every recipe and evaluator, is either a callable
+that returns a fresh environment (the class itself, a ``functools.partial`` of it, a function) or a
+registered Gymnasium id such as ``'agentrl/BugFix-v0'`` (the default everywhere). The library calls
+it with no argument, or with ``reward='public'`` when a recipe is asked for the public reward.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from functools import partial
+
+DEFAULT_ENV = 'agentrl/BugFix-v0'
+"""The environment every recipe uses unless given ``env=``: the BugFix gym, by its Gymnasium id."""
+REWARD_MODES = ('hidden', 'public')
+"""``reward=`` of the recipes: the environment's true (hidden) reward, or the public check it shows the agent."""
+END_INFO_KEYS = ('task', 'actions', 'n_invalid')
+"""The ``info`` keys every environment reports at the end of an episode."""
+
+
+class EnvProtocolError(TypeError):
+    """An environment broke the text-env protocol. ``env`` is its class name, ``rule`` the rule it broke."""
+
+    def __init__(self, env: str, rule: str, detail: str):
+        super().__init__(f'{env} breaks the text-env protocol ({rule}): {detail}')
+        self.env, self.rule = env, rule
+
+
+class EnvStepError(RuntimeError):
+    """An environment raised inside ``reset`` or ``step`` during a rollout; the original exception is chained."""
+
+
+def env_name(env) -> str:
+    """The class name of an environment (or of what a factory is)."""
+    if isinstance(env, str):
+        return env
+    if isinstance(env, type):
+        return env.__name__
+    if isinstance(env, partial):
+        return env_name(env.func)
+    return type(env).__name__ if hasattr(env, 'step') else getattr(env, '__name__', type(env).__name__)
+
+
+def _creator(env):
+    """The callable behind ``env`` (a factory or a Gymnasium id) and the keyword arguments its registration adds."""
+    if isinstance(env, str):
+        import gymnasium as gym
+        from gymnasium.envs.registration import load_env_creator
+        try:
+            spec = gym.spec(env)
+        except gym.error.Error as e:
+            known = sorted(k for k in gym.registry if k.startswith('agentrl/'))
+            raise ValueError(f'unknown environment {env!r} ({e}); registered agentrl environments: {known}') from None
+        creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+        return creator, dict(spec.kwargs)
+    if isinstance(env, type) or (callable(env) and not hasattr(env, 'step')):
+        return env, {}
+    raise TypeError(f'env must be an environment factory (a class or a callable that returns a fresh environment) or '
+                    f'a registered Gymnasium id, got {env_name(env)} instance: pass the class, e.g. env={env_name(env)}')
+
+
+def make_env_factory(env=DEFAULT_ENV, reward: str = 'hidden'):
+    """A zero-argument callable that builds a fresh environment for one episode (the library's one way to build them).
+
+    ``env``: an environment class or any callable returning a fresh environment, or a registered Gymnasium id
+    (default: the BugFix gym). ``reward``: ``'hidden'`` (the environment's own, true reward: it is built with no
+    argument) or ``'public'`` (it is built with ``reward='public'``).
+    """
+    if reward not in REWARD_MODES:
+        raise ValueError(f'unknown reward mode {reward!r}; valid modes are {list(REWARD_MODES)}')
+    creator, kwargs = _creator(env)
+    if reward != 'hidden':
+        kwargs['reward'] = reward
+    factory = partial(creator, **kwargs) if kwargs else creator
+    if reward != 'hidden':
+        try:
+            factory()
+        except TypeError as e:
+            raise ValueError(f"{env_name(env)} does not take reward={reward!r} ({e}): an environment with a public "
+                             "check to game takes reward= in its constructor (see agentrl.envs.protocol)") from None
+    return factory
+
+
+def env_attr(env, name: str, default=None):
+    """An optional member of an environment, read off its class (a factory or id is resolved to what it builds)."""
+    if not isinstance(env, str) and hasattr(env, 'step'):  # an instance
+        return getattr(env, name, default)
+    creator, _ = _creator(env)
+    if isinstance(creator, type):
+        return getattr(creator, name, default)
+    return getattr(creator(), name, default)
+
+
+def task_name(task) -> str:
+    """A task's name (the protocol's one required member)."""
+    name = getattr(task, 'name', None)
+    if not isinstance(name, str) or not name:
+        raise EnvProtocolError(type(task).__name__, 'a task has a name',
+                               f'task {task!r} has no non-empty str .name (got {name!r})')
+    return name
+
+
+def task_group(task) -> str | None:
+    """A task's group, or None when it has none."""
+    return getattr(task, 'group', None)
+
+
+def _number(x) -> bool:
+    return isinstance(x, numbers.Real) and math.isfinite(float(x))
+
+
+def checked_reset(env, task):
+    """``env.reset(options={'task': task})``, checked -> ``(prompt, info)``.
+
+    Raises ``EnvStepError`` (chained) if the environment raises, ``EnvProtocolError`` if it returns
+    anything but ``(str, dict)``."""
+    try:
+        out = env.reset(options={'task': task})
+    except Exception as e:
+        raise EnvStepError(f'{type(env).__name__}.reset raised on task {getattr(task, "name", task)!r}: '
+                           f'{type(e).__name__}: {e}') from e
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], str) and isinstance(out[1], dict)):
+        raise EnvProtocolError(type(env).__name__, 'reset returns (observation, info)',
+                               f'reset(options={{"task": ...}}) returned {_shape(out)}; return (prompt: str, info: dict)')
+    return out
+
+
+def checked_step(env, call: str, task, turn: int):
+    """``env.step(call)`` at call number ``turn`` (1-based) of ``task``'s episode, checked -> the five values.
+
+    Raises ``EnvStepError`` naming the class, the task, the turn and the call when the environment
+    raises (the original exception chained); ``EnvProtocolError`` when it returns something other
+    than five values with a str observation and a finite numeric reward, or when the episode has not
+    ended after ``max_turns`` calls."""
+    try:
+        out = env.step(call)
+    except Exception as e:
+        raise EnvStepError(f'{type(env).__name__}.step raised on task {getattr(task, "name", task)!r}, turn {turn}, '
+                           f'call {call!r}: {type(e).__name__}: {e}') from e
+    cls = type(env).__name__
+    if not (isinstance(out, tuple) and len(out) == 5):
+        raise EnvProtocolError(cls, 'step returns five values',
+                               f'step({call!r}) returned {_shape(out)}; return (observation, reward, terminated, '
+                               'truncated, info) as Gymnasium does')
+    obs, reward, terminated, truncated, info = out
+    if not isinstance(obs, str):
+        raise EnvProtocolError(cls, 'the observation is a str',
+                               f'step({call!r}) returned an observation of type {type(obs).__name__}; the '
+                               'environment sees and answers text')
+    if not _number(reward):
+        raise EnvProtocolError(cls, 'the reward is a finite number',
+                               f'step({call!r}) returned reward {reward!r}')
+    if not isinstance(info, dict):
+        raise EnvProtocolError(cls, 'info is a dict', f'step({call!r}) returned info of type {type(info).__name__}')
+    if not (terminated or truncated) and turn >= env.max_turns:
+        raise EnvProtocolError(cls, 'every episode ends within max_turns',
+                               f'the episode of task {getattr(task, "name", task)!r} has not ended after {turn} calls '
+                               f'(max_turns={env.max_turns}); truncate it at max_turns')
+    return out
+
+
+def _shape(out) -> str:
+    if isinstance(out, tuple):
+        return f'{len(out)} values ({", ".join(type(x).__name__ for x in out)})'
+    return f'a {type(out).__name__}'
