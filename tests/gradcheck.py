@@ -48,7 +48,7 @@ def assert_only_policy_positions(logits_grads, trajs):
         assert per_pos[trained].max().item() > 0.0
 
 
-def reinforce_step_logit_grads(model, tasks, tok, monkeypatch, n_tasks=10, group=8):
+def reinforce_step_logit_grads(model, tasks, tok, monkeypatch, n_tasks=10, group=8, env=arl.envs.DEFAULT_ENV):
     """One real ``reinforce_step`` (lr 0: the backward runs, the weights stay) -> (logits seen, sampled episodes).
 
     The step's own rollouts are kept (by wrapping ``rollout_batch``), so the gradient can be checked against
@@ -63,5 +63,5 @@ def reinforce_step_logit_grads(model, tasks, tok, monkeypatch, n_tasks=10, group
     monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
     with LogitGrads(model) as g:
         arl.reinforce_step(model, torch.optim.SGD(model.parameters(), lr=0.0), tasks, tok, random.Random(0),
-                           torch.Generator().manual_seed(0), n_tasks=n_tasks, group=group)
+                           torch.Generator().manual_seed(0), n_tasks=n_tasks, group=group, env=env)
     return g.seen, sampled

@@ -38,6 +38,14 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
 STYLES = ('chatml', 'llama3')
 
 
+def mailroom_corpus():
+    """Every text of scripted play in the worked example's Mailroom, and the chat roles."""
+    import agentrl as arl
+    from ownenv import mailroom
+    m = mailroom()
+    return arl.episode_texts(m.make_parcels(), m.Mailroom) + ['user assistant tool ipython system']
+
+
 def gym_corpus():
     """Every text the gym shows: prompts, the sources under up to two edits, replies, calls."""
     import agentrl as arl
@@ -54,8 +62,9 @@ def gym_corpus():
 
 
 @functools.lru_cache(maxsize=None)
-def bpe_tokenizer(style: str, vocab_size: int = 512):
-    """A byte-level BPE ``PreTrainedTokenizerFast`` trained on the gym's text, with the chat template of ``style``."""
+def bpe_tokenizer(style: str, vocab_size: int = 512, corpus: str = 'bugfix'):
+    """A byte-level BPE ``PreTrainedTokenizerFast`` trained on an environment's text (``corpus``: ``'bugfix'`` or
+    ``'mailroom'``), with the chat template of ``style``."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
     if style == 'chatml':
@@ -76,7 +85,7 @@ def bpe_tokenizer(style: str, vocab_size: int = 512):
     tk.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tk.train_from_iterator(gym_corpus(), trainer)
+    tk.train_from_iterator(gym_corpus() if corpus == 'bugfix' else mailroom_corpus(), trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token='<pad>', **extra)
     tok.chat_template = template
     return tok

@@ -19,7 +19,7 @@ _LAZY = {
     'BugFixEnv': 'envs.bugfix', 'FAMILIES': 'envs.bugfix', 'OPS': 'envs.bugfix', 'make_tasks': 'envs.bugfix',
     'scripted_policy': 'envs.bugfix',
     'EnvProtocolError': 'envs', 'EnvStepError': 'envs', 'check_text_env': 'envs', 'episode_texts': 'envs',
-    'make_env_factory': 'envs',
+    'make_env_factory': 'envs', 'TextEnv': 'envs', 'InvalidCall': 'envs',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates

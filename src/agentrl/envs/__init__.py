@@ -1,5 +1,7 @@
 """Environments: the text-env protocol, and the gyms that keep it.
 
+- ``base``: ``TextEnv``, a base class that keeps the protocol's bookkeeping (a new environment writes
+  its start, its calls and its checks);
 - ``protocol``: what an environment and a task provide, how the library builds one environment per
   episode from an ``env=`` factory or Gymnasium id (``make_env_factory``), and the checked
   ``reset`` / ``step`` the rollouts use;
@@ -13,12 +15,14 @@ renderers take the environment from their caller, by default the Gymnasium id re
 """
 import gymnasium as gym
 
+from .base import InvalidCall, TextEnv
 from .check import check_text_env
 from .play import Episode, episode_texts, oracle_calls, play, scripted_player
 from .protocol import (DEFAULT_ENV, REWARD_MODES, EnvProtocolError, EnvStepError, checked_reset, checked_step,
                        env_attr, env_name, make_env_factory, task_group, task_name)
 
-__all__ = ['DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvStepError', 'check_text_env',
+__all__ = ['DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvStepError', 'InvalidCall', 'TextEnv',
+           'check_text_env',
            'checked_reset', 'checked_step', 'env_attr', 'env_name', 'episode_texts', 'make_env_factory', 'oracle_calls',
            'play', 'scripted_player', 'task_group', 'task_name']
 

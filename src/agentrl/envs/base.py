@@ -1,0 +1,147 @@
+"""``TextEnv``: a base class that keeps the text-env protocol's bookkeeping, so a new environment writes only its game.
+
+A subclass implements three methods (and may set the class attributes below)::
+
+    class Vault(arl.TextEnv):
+        def start(self, task) -> str:            # set up the episode; return the prompt
+        def act(self, verb, args) -> tuple:      # one call -> (reply, ended); raise InvalidCall('reason') to refuse it
+        def checks(self) -> tuple:               # at the end -> (hidden_pass, public_pass)
+
+``TextEnv`` does the rest, the same way for every environment (and as ``BugFixEnv`` does):
+
+- ``reset(options={'task': task})`` takes a task object (or a task's name, found in ``self.tasks``);
+- ``step(call)`` keeps at most ``max_call_words + 1`` words of the call, records it in ``info['actions']``
+  (as ``' word word '``), answers a refused call with ``error : <reason>`` and counts it in
+  ``info['n_invalid']``, and never raises for anything the policy writes;
+- the reward comes only at the end: 1.0 if the agent ended the episode (``act`` returned ``ended``) and
+  the hidden check passes (``reward='hidden'``, the default) or the public one (``reward='public'``);
+- an episode is truncated after ``max_turns`` calls, or before a reply would push the rendered episode
+  past ``max_tokens`` (word-level tokens, room kept for one more call and a short final reply);
+- ``info`` holds ``task``, ``group`` (``task.group`` if the task has one), ``actions``, ``n_invalid``,
+  ``submitted``, ``hidden_pass``, ``public_pass`` and ``turn``.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+
+from .protocol import REWARD_MODES, task_group, task_name
+
+
+class InvalidCall(Exception):
+    """Raised by ``TextEnv.act`` for a call the grammar refuses; its message is the reply's reason."""
+
+
+class TextEnv(gym.Env):
+    """Base class of a text environment (see the module docstring). Arguments override the class attributes."""
+
+    max_turns: int = 6
+    """Calls per episode before it is truncated."""
+    max_tokens: int = 256
+    """Word-level tokens per rendered episode; a reply that would pass it truncates the episode."""
+    max_call_words: int = 3
+    """Words a call may have; a rollout samples at most ``max_call_words + 1`` tokens (the stop token included)."""
+    tasks: tuple = ()
+    """The tasks ``reset`` finds a name among (and draws from when no task is given)."""
+    metadata = {'render_modes': []}
+
+    def __init__(self, reward: str = 'hidden', max_turns: int | None = None, max_tokens: int | None = None,
+                 max_call_words: int | None = None):
+        if reward not in REWARD_MODES:
+            raise ValueError(f'unknown reward mode {reward!r}; valid modes are {list(REWARD_MODES)}')
+        self.reward_mode = reward
+        for name, value in (('max_turns', max_turns), ('max_tokens', max_tokens), ('max_call_words', max_call_words)):
+            if value is not None:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ValueError(f'{name} must be a positive int, got {value!r}')
+                setattr(self, name, value)
+        self.task = None
+        self.done = True
+
+    @property
+    def max_call_tokens(self) -> int:
+        """Tokens a rollout may sample for one call: its words plus the stop token."""
+        return self.max_call_words + 1
+
+    # --- what a subclass writes
+    def start(self, task) -> str:
+        """Set up the episode of ``task`` -> the prompt."""
+        raise NotImplementedError
+
+    def act(self, verb: str, args: list) -> tuple:
+        """Carry out one call (its first word and the rest) -> ``(reply, ended)``; ``raise InvalidCall(reason)``
+        to refuse it."""
+        raise NotImplementedError
+
+    def checks(self) -> tuple:
+        """The episode's outcome -> ``(hidden_pass, public_pass)`` (bools)."""
+        raise NotImplementedError
+
+    # --- the protocol
+    def reset(self, *, seed=None, options=None):
+        """Start the episode of ``options['task']`` (a task or a task's name) -> (prompt, info)."""
+        super().reset(seed=seed)
+        task = (options or {}).get('task')
+        if task is None:
+            if not self.tasks:
+                raise ValueError(f"{type(self).__name__}.reset needs options={{'task': task}}")
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        elif isinstance(task, str):
+            by_name = {task_name(t): t for t in self.tasks}
+            if task not in by_name:
+                raise ValueError(f'unknown task {task!r}; valid tasks are {sorted(by_name)}')
+            task = by_name[task]
+        self.task, self.done = task, False
+        self.turn, self.actions, self.n_invalid, self.submitted = 0, [], 0, False
+        prompt = self.start(task)
+        self.n_tokens = 1 + len(prompt.split())  # <bos> prompt
+        return prompt, self._info(final=False)
+
+    def step(self, action: str):
+        """Take one call (the text before the stop token) -> (reply, reward, terminated, truncated, info)."""
+        if self.task is None or self.done:
+            raise RuntimeError('call reset() before step(), and again after an episode ends')
+        if not isinstance(action, str):
+            raise TypeError(f'action must be the call text (str), got {type(action).__name__}')
+        words = action.split()[:self.max_call_tokens]  # the cap every rollout applies; longer is invalid anyway
+        self.turn += 1
+        self.actions.append(' ' + ' '.join(words) + ' ')
+        self.n_tokens += len(words) + 1  # the call and its stop token
+        reply, terminated = self._call(words)
+        truncated = not terminated and (
+            self.turn >= self.max_turns
+            or self.n_tokens + len(reply.split()) + 2 + self.max_call_tokens + 3 > self.max_tokens)
+        if truncated:
+            reply = ''
+        self.done, self.submitted = terminated or truncated, terminated
+        if reply:
+            self.n_tokens += len(reply.split()) + 2  # <tool> reply </tool>
+        info = self._info(final=self.done)
+        reward = 0.0
+        if terminated:
+            reward = float(info['hidden_pass'] if self.reward_mode == 'hidden' else info['public_pass'])
+        return reply, reward, terminated, truncated, info
+
+    def _call(self, words):
+        if not words:
+            self.n_invalid += 1
+            return 'error : empty call', False
+        if len(words) > self.max_call_words:
+            self.n_invalid += 1
+            return 'error : call too long', False
+        try:
+            reply, ended = self.act(words[0], words[1:])
+        except InvalidCall as e:
+            self.n_invalid += 1
+            return f'error : {e}', False
+        return reply, bool(ended)
+
+    def _info(self, final: bool) -> dict:
+        info = {'task': task_name(self.task), 'actions': list(self.actions), 'n_invalid': self.n_invalid,
+                'submitted': self.submitted, 'turn': self.turn}
+        group = task_group(self.task)
+        if group is not None:
+            info['group'] = group
+        if final:
+            hidden, public = self.checks()
+            info['hidden_pass'], info['public_pass'] = bool(hidden), bool(public)
+        return info
