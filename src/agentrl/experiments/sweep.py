@@ -1,7 +1,7 @@
 """Multi-seed sweeps of the chapter 15 reproduction, and grids of variants (``agentrl sweep``).
 
 ``agentrl sweep --seeds 0-9`` runs one reproduction per seed shift, each into ``DIR/seed{N}/``
-through :class:`~agentrl.experiments.ch15.Chapter15` (so every seed folder is a complete
+through :class:`~agentrl.experiments.chapter15.chapter.Chapter15` (so every seed folder is a complete
 ``agentrl reproduce`` output), then aggregates them into
 
 - ``DIR/sweep.json``: for every numeric figure of ``results.json`` (each leaf of the sections,
@@ -14,7 +14,7 @@ through :class:`~agentrl.experiments.ch15.Chapter15` (so every seed folder is a 
 - ``DIR/fig15_3_recipes_ci.png``: the four recipes' mean curves with their CI bands.
 
 ``--set KEY=VALUE`` and ``--config FILE.toml`` change settings as for ``reproduce`` (see
-``experiments/config.py``). ``--grid KEY=V1,V2`` (repeatable: every combination) runs each variant
+``experiments/chapter15/config.py``). ``--grid KEY=V1,V2`` (repeatable: every combination) runs each variant
 over the same seeds into ``DIR/<variant>/seed{N}``, each variant folder a sweep as above, and
 writes ``DIR/grid.json``; ``agentrl compare DIR`` then sets the variants side by side.
 
@@ -34,7 +34,9 @@ import re
 import time
 from pathlib import Path
 
-from .backends import FAULT_ENV, SECTIONS, THREAD_ENV  # noqa: F401 (FAULT_ENV: the tests' hook, re-exported)
+from .backends import SECTIONS
+from .chapter15.config import add_setting_args
+from .workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
 
 MAX_ATTEMPTS = 2
 """A failed seed is retried once."""
@@ -102,36 +104,13 @@ class Poller:
 
 # --- the sweep
 
-def _exit_on_sigterm():
-    """Turn SIGTERM into SystemExit (main thread only) -> the previous handler, or None if not installed.
-
-    Python's default SIGTERM handling exits without running ``finally`` blocks, which would leave
-    the workers of a terminated sweep computing on their own.
-    """
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-    return signal.signal(signal.SIGTERM, handler)
-
-
-def _restore_sigterm(old) -> None:
-    import signal
-    import threading
-    if old is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, old)
-
-
 def plan(out, config=None, overrides=None, grid=None) -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
 
     No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
     ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key).
     """
-    from .config import Ch15Config, apply, effective
+    from .chapter15.config import Ch15Config, apply, effective
     config = config or Ch15Config()
     overrides = dict(overrides or {})
     out = Path(out)
@@ -151,7 +130,7 @@ def plan(out, config=None, overrides=None, grid=None) -> list:
 def check_resume(variants: list, seeds, threads: int = 1) -> None:
     """Refuse to resume into seed folders written with another config (saying which keys differ) or another
     thread count (whose float rounding differs, so the finished sections would not match the rest)."""
-    from .config import describe_differences, differences
+    from .chapter15.config import describe_differences, differences
     for v in variants:
         for s in seeds:
             saved = _read_results(seed_dir(v['folder'], s) / 'results.json')
@@ -185,8 +164,8 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .backends import LocalBackend, RayBackend, faults_from_env
-    from .ch15 import TITLES
-    from .config import Ch15Config
+    from .chapter15.config import Ch15Config
+    from .chapter15.reproduction import TITLES
 
     console = console or Console()
     out = Path(out).resolve()
@@ -219,7 +198,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     os.environ.update({v: str(threads) for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
     t_start = time.perf_counter()
     be = None
-    old_term = _exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
+    old_term = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
     try:
         if backend == 'ray':
             # on a cluster, ray schedules every seed unless --workers caps how many are in flight
@@ -287,7 +266,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     finally:
         if be is not None:
             be.close()
-        _restore_sigterm(old_term)
+        restore_sigterm(old_term)
         for v, old in saved_env.items():
             if old is None:
                 os.environ.pop(v, None)
@@ -306,7 +285,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
 
 def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
     """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
-    from .provenance import collect
+    from .chapter15.provenance import collect
     grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
             'variants': {v['name']: {'folder': v['name'], 'keys': {k: v['overrides'][k] for k in v['overrides']
                                                                     if k not in (overrides or {})},
@@ -322,10 +301,10 @@ def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, thread
 def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
                     threads: int = 1) -> dict:
     """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict."""
-    from .bands import check_transcript
-    from .config import budget_name
-    from .figures import draw_ci_figure
-    from .provenance import collect
+    from .chapter15.bands import check_transcript
+    from .chapter15.config import budget_name
+    from .chapter15.figures import draw_ci_figure
+    from .chapter15.provenance import collect
     from .stats import aggregate, aggregate_claims, aggregate_findings
     from .sweep_report import render
 
@@ -385,20 +364,10 @@ def add_parser(sub):
     return p
 
 
-def add_setting_args(p) -> None:
-    """``--set`` and ``--config`` (shared by reproduce and sweep)."""
-    p.add_argument('--set', dest='sets', action='append', default=[], metavar='KEY=VALUE',
-                   help='change one setting: a budget or recipe hyperparameter (sft_steps=30, rl_temperature=1.5, '
-                   'rl_entropy_bonus=0.01, cold_start_step=10, sft_lr=1e-3, dpo_beta=0.2, ...) or the model '
-                   '(model.qk_temperature=4); repeatable; a wrong key lists the valid ones')
-    p.add_argument('--config', default=None, metavar='FILE.toml',
-                   help='settings from a TOML file (the same keys; model keys in a [model] table); --set wins')
-
-
 def main(args) -> int:
     import sys
 
-    from .config import parse_grid, resolve
+    from .chapter15.config import parse_grid, resolve
     try:  # every setting is checked before anything runs (and before torch is imported)
         config, overrides = resolve(args.smoke, args.config, args.sets)
         grid = parse_grid(args.grid)

@@ -179,7 +179,7 @@ def fig_beyond(results: dict, out: Path) -> list:
     """One figure per beyond-the-chapter recipe (``reproduce --extended``) -> their paths."""
     plt = _plt()
     b, paths = results['beyond'], []
-    from ..tasks import FAMILIES
+    from ...tasks import FAMILIES
 
     fig, ax = plt.subplots(figsize=(8, 3.6))  # STaR: train pass per family
     names = list(b['star'])
