@@ -164,12 +164,12 @@ def add_commands(sub):
     bench.add_argument('--no-peer', action='store_true', help='skip the Hugging Face peer rows')
     bench.set_defaults(func=_bench)
 
-    # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweep.py)
-    from .sweep import add_parser as add_sweep
+    # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweeps/sweep.py)
+    from .sweeps.sweep import add_parser as add_sweep
     add_sweep(sub)
 
-    # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in compare.py)
-    from .compare import add_parser as add_compare
+    # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in sweeps/compare.py)
+    from .sweeps.compare import add_parser as add_compare
     add_compare(sub)
 
     page = sub.add_parser('report', help="write DIR/report.html: findings, tables, figures, trajectory browser, DPO pairs")

@@ -19,7 +19,7 @@ attempts 1..K of that seed (in every variant) raise (or SIGKILL their own worker
 section ``after`` is written (or at the job's start).
 
 What the backends share with ``reproduce --jobs`` (thread pinning, the forkserver, ending a pool's
-workers) is in ``workers.py``; the job builds the same ``Chapter15`` as ``agentrl reproduce``.
+workers) is in ``experiments/workers.py``; the job builds the same ``Chapter15`` as ``agentrl reproduce``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import os
 import time
 from pathlib import Path
 
-from .workers import pin_threads, process_context, stop_pool
+from ..workers import pin_threads, process_context, stop_pool
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == chapter15.reproduction.SECTIONS (not imported: keeps this module light)
 FAULT_ENV = 'AGENTRL_SWEEP_FAULT'
@@ -69,8 +69,8 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
     pin_threads(threads)
     import torch
 
-    from .chapter15.chapter import Chapter15
-    from .chapter15.config import Ch15Config
+    from ..chapter15.chapter import Chapter15
+    from ..chapter15.config import Ch15Config
 
     fault = fault if fault and attempt <= fault['attempts'] else None
     if fault and fault['after'] == 'start':
@@ -99,7 +99,7 @@ class LocalBackend:
     def __init__(self, workers: int):
         # a forkserver: a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1
         # already set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
-        self.ctx = process_context(['agentrl.experiments.backends', 'agentrl.experiments.chapter15.chapter'])
+        self.ctx = process_context(['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter'])
         self.limit = workers
         self.pools = {}
 
