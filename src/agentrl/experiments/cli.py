@@ -105,7 +105,7 @@ def _reproduce(args):
 
 def _bench(args):
     """Rollout, KV-cache and SFT-step throughput against a same-size Hugging Face GPT2."""
-    from . import bench
+    from .bench import bench
     return bench.main(args)
 
 
