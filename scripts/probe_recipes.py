@@ -100,8 +100,8 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         print(f'probe_recipes: error: --jobs must be at least 1, got {args.jobs}', file=sys.stderr)
         return 2
-    from agentrl.experiments.config import resolve
-    from agentrl.experiments.sweep import parse_seeds
+    from agentrl.experiments.chapter15.config import resolve
+    from agentrl.experiments.sweeps.seeds import parse_seeds
     try:
         config, _ = resolve(args.smoke, None, args.sets)
         seeds = parse_seeds(args.seeds)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from agentrl.experiments import bench, bench_render
+from agentrl.experiments.bench import bench, bench_render
 
 RATIOS = ('rollout_vs_forward', 'kv_cache_speedup', 'sampling_vs_hf', 'sft_step_vs_hf')
 TINY = dict(repeats=2, threads=1, n_tasks=2, episodes_per_task=2, weak_steps=2, sft_steps=2, sft_batch=4,

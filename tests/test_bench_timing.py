@@ -7,7 +7,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from agentrl.experiments import flops, timing
+from agentrl.experiments.bench import flops, timing
 from agentrl.model import TinyAgent
 from agentrl.recipes.sft import sft_loss
 

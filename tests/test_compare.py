@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from agentrl.cli import main
-from agentrl.experiments import stats as S
-from agentrl.experiments.compare import key_figures
+from agentrl.experiments.sweeps import stats as S
+from agentrl.experiments.sweeps.compare import key_figures
 
 
 # --- Student's t and Welch's test on known values

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import agentrl as arl
-from agentrl.experiments import config as C
-from agentrl.experiments.ch15 import Ch15Config
+from agentrl.experiments.chapter15 import config as C
+from agentrl.experiments.chapter15.config import Ch15Config
 
 
 def test_every_config_and_model_field_is_a_key():

@@ -14,7 +14,8 @@ import torch
 
 import agentrl as arl
 from agentrl.export import export_run, read_jsonl, run_trajectories, trajectory_messages
-from agentrl.experiments.ch15 import Ch15Config, Chapter15
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config
 
 
 @pytest.fixture(scope='module')

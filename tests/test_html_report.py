@@ -11,11 +11,13 @@ import torch
 
 import agentrl as arl
 from agentrl.cli import main as cli_main
-from agentrl.experiments import figures, html_report, report
-from agentrl.experiments.bands import check_transcript
-from agentrl.experiments.ch15 import POLICIES, Ch15Config, Chapter15
+from agentrl.experiments.chapter15 import figures, html_report, report
+from agentrl.experiments.chapter15.bands import check_transcript
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config
+from agentrl.experiments.chapter15.reproduction import POLICIES
 from agentrl.trajio import load_trajectories, save_trajectories
-from agentrl.experiments.html_report import default_tokenizer
+from agentrl.experiments.chapter15.page_data import default_tokenizer
 
 
 def scripted_pairs(tok, n=6):

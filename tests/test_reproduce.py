@@ -11,10 +11,11 @@ import pytest
 from agentrl.model import TinyAgentConfig
 
 import agentrl as arl
-from agentrl.experiments import figures, report
-from agentrl.experiments.bands import check_transcript
-from agentrl.experiments.ch15 import SECTIONS, Ch15Config, Chapter15
-from agentrl.experiments.config import apply
+from agentrl.experiments.chapter15 import figures, report
+from agentrl.experiments.chapter15.bands import check_transcript
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config, apply
+from agentrl.experiments.chapter15.reproduction import SECTIONS
 
 
 def run(out, seed=0, resume=False, progress=None, config=None, overrides=None):

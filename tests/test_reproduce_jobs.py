@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from agentrl.experiments import parallel
-from agentrl.experiments.ch15 import SECTIONS, Ch15Config, Chapter15
+from agentrl.experiments.chapter15 import parallel
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config
+from agentrl.experiments.chapter15.reproduction import SECTIONS
 
 LATER = ('15.3', '15.4', '15.5', '15.6')
 

@@ -15,11 +15,12 @@ import pytest
 from agentrl.model import TinyAgentConfig
 
 from agentrl.cli import build_parser, main
-from agentrl.experiments import stats as S
-from agentrl.experiments import sweep
-from agentrl.experiments.backends import FAULT_ENV
-from agentrl.experiments.ch15 import Ch15Config, Chapter15
 from agentrl.envs.bugfix.tasks import FAMILIES
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config
+from agentrl.experiments.sweeps import stats as S
+from agentrl.experiments.sweeps import sweep
+from agentrl.experiments.sweeps.backends import FAULT_ENV
 
 
 # --- statistics on known inputs

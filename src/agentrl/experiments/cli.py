@@ -19,21 +19,23 @@ def _error(command, e) -> int:
 
 def _reproduce(args):
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
-    from .config import resolve
+    from .chapter15.config import resolve
     try:  # every setting is checked before anything runs (and before torch is imported)
         config, overrides = resolve(args.smoke, args.config, args.sets)
     except ValueError as e:
         return _error('reproduce', e)
-    from .parallel import prestart, usable_cores, worker_threads
+    from .chapter15.parallel import prestart, worker_threads
+    from .workers import usable_cores
     if (args.jobs or usable_cores()) > 1:
         prestart()  # the workers' forkserver imports torch now, beside this process's own imports
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from . import figures, report
-    from .bands import check_transcript
-    from .ch15 import SECTIONS, TITLES, Chapter15
+    from .chapter15 import figures, report
+    from .chapter15.bands import check_transcript
+    from .chapter15.chapter import Chapter15
+    from .chapter15.reproduction import SECTIONS, TITLES
 
     jobs = args.jobs or usable_cores()
     # with workers, 15.1 and 15.2 run on the workers' thread count too: every section on the same count, so the
@@ -103,26 +105,27 @@ def _reproduce(args):
 
 def _bench(args):
     """Rollout, KV-cache and SFT-step throughput against a same-size Hugging Face GPT2."""
-    from . import bench
+    from .bench import bench
     return bench.main(args)
 
 
 def _report(args):
     """Write a run folder's self-contained report.html (findings, tables, figures, trajectory browser)."""
-    from .html_report import main_report
+    from .chapter15.html_report import main_report
     return main_report(args)
 
 
 def _show(args):
     """Print a run's sampled episodes (or an oracle demo) in the terminal, tokens coloured by owner."""
-    from .html_report import main_show
+    from .chapter15.show import main_show
     return main_show(args)
 
 
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
-    from .parallel import parse_jobs, usable_cores
-    from .sweep import add_setting_args
+    from .chapter15.config import add_setting_args
+    from .chapter15.parallel import parse_jobs
+    from .workers import usable_cores
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
     rep.add_argument('--seed', type=int, default=0, help='shift every seed of the chapter by this much (0 = the chapter)')
     rep.add_argument('--out', default='runs/reproduce', help='output folder (default runs/reproduce)')
@@ -161,12 +164,12 @@ def add_commands(sub):
     bench.add_argument('--no-peer', action='store_true', help='skip the Hugging Face peer rows')
     bench.set_defaults(func=_bench)
 
-    # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweep.py)
-    from .sweep import add_parser as add_sweep
+    # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweeps/sweep.py)
+    from .sweeps.sweep import add_parser as add_sweep
     add_sweep(sub)
 
-    # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in compare.py)
-    from .compare import add_parser as add_compare
+    # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in sweeps/compare.py)
+    from .sweeps.compare import add_parser as add_compare
     add_compare(sub)
 
     page = sub.add_parser('report', help="write DIR/report.html: findings, tables, figures, trajectory browser, DPO pairs")

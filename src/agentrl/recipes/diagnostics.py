@@ -70,7 +70,7 @@ def strip_wrappers(traj: Trajectory) -> Trajectory:
     keep = (traj.owner != OWNER['template']) | (torch.arange(len(traj.ids)) == 0)  # keep <bos>
     owner = traj.owner[keep]
     return Trajectory(traj.ids[keep], (owner[1:] == OWNER['policy']).float(), torch.zeros(int(keep.sum()) - 1),
-                      traj.reward, traj.info, owner, traj.turn[keep])
+                      traj.reward, traj.info, owner, traj.turn[keep], vocab=traj.vocab)
 
 
 def episode_task(traj: Trajectory, tasks=None):

@@ -81,7 +81,7 @@ def mask_forced_tokens(traj: Trajectory) -> Trajectory:
     mask = traj.action_mask.clone()  # [T-1]
     for p in traj.info.get('forced_positions', []):
         mask[p - 1] = 0.0  # entry p - 1 predicts token p
-    return Trajectory(traj.ids, mask, traj.logprobs, traj.reward, traj.info, traj.owner, traj.turn)
+    return Trajectory(traj.ids, mask, traj.logprobs, traj.reward, traj.info, traj.owner, traj.turn, vocab=traj.vocab)
 
 
 def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEFAULT_ENV) -> list:

@@ -130,7 +130,7 @@ def aggregate(per_seed: dict) -> tuple:
 
 def aggregate_findings(per_seed_findings: dict) -> dict:
     """{seed: [(name, holds, figure)]} -> {name: hold rate, held, n, per-seed outcome and figure, chapter figure}."""
-    from .bands import CHAPTER
+    from ..chapter15.bands import CHAPTER
     out = {}
     for seed in sorted(per_seed_findings):
         for name, ok, fig in per_seed_findings[seed]:
@@ -145,7 +145,7 @@ def aggregate_findings(per_seed_findings: dict) -> dict:
 def aggregate_claims(per_seed: dict) -> dict:
     """Beyond-the-chapter claims (report.BEYOND_CLAIMS) over the seeds that ran --extended -> per claim its
     support rate among the seeds where it was measurable, and each seed's figure."""
-    from .report import beyond_claims
+    from ..chapter15.report import beyond_claims
     claims = {}
     for seed, sections in per_seed.items():
         if 'beyond' not in sections:

@@ -1,7 +1,7 @@
 """Multi-seed sweeps of the chapter 15 reproduction, and grids of variants (``agentrl sweep``).
 
 ``agentrl sweep --seeds 0-9`` runs one reproduction per seed shift, each into ``DIR/seed{N}/``
-through :class:`~agentrl.experiments.ch15.Chapter15` (so every seed folder is a complete
+through :class:`~agentrl.experiments.chapter15.chapter.Chapter15` (so every seed folder is a complete
 ``agentrl reproduce`` output), then aggregates them into
 
 - ``DIR/sweep.json``: for every numeric figure of ``results.json`` (each leaf of the sections,
@@ -14,116 +14,35 @@ through :class:`~agentrl.experiments.ch15.Chapter15` (so every seed folder is a 
 - ``DIR/fig15_3_recipes_ci.png``: the four recipes' mean curves with their CI bands.
 
 ``--set KEY=VALUE`` and ``--config FILE.toml`` change settings as for ``reproduce`` (see
-``experiments/config.py``). ``--grid KEY=V1,V2`` (repeatable: every combination) runs each variant
+``experiments/chapter15/config.py``). ``--grid KEY=V1,V2`` (repeatable: every combination) runs each variant
 over the same seeds into ``DIR/<variant>/seed{N}``, each variant folder a sweep as above, and
 writes ``DIR/grid.json``; ``agentrl compare DIR`` then sets the variants side by side.
 
-This module orchestrates: the statistics are in ``stats.py``, the worker job and the local and
-Ray backends (with the fault injection the tests use) in ``backends.py``, ``sweep.md`` in
-``sweep_report.py``. Faults: a seed whose job raises or whose worker dies is reported and retried
-once, resuming from its finished sections; a second failure marks it failed and the sweep goes on
-and aggregates the others (exit status 1). ``--resume`` skips seeds whose folder already holds
+This module orchestrates, and holds the command line: the seed specs and seed folders are in
+``seeds.py``, the worker job and the local and Ray backends (with the fault injection the tests
+use) in ``backends.py``, what is written at the end in ``summary.py``, the statistics in
+``stats.py``, ``sweep.md`` in ``sweep_report.py``. Faults: a seed whose job raises or whose
+worker dies is reported and retried once, resuming from its finished sections; a second failure
+marks it failed and the sweep goes on and aggregates the others (exit status 1). ``--resume`` skips seeds whose folder already holds
 every section, resumes partial ones, and refuses folders written with another config.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import re
 import time
 from pathlib import Path
 
-from .backends import FAULT_ENV, SECTIONS, THREAD_ENV  # noqa: F401 (FAULT_ENV: the tests' hook, re-exported)
+from ..chapter15.config import add_setting_args
+from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
+from .backends import SECTIONS  # noqa: F401 (read as globals()['SECTIONS'] in run_sweep)
+from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
+from .summary import summarize_sweep, write_grid
 
 MAX_ATTEMPTS = 2
 """A failed seed is retried once."""
 
-# --- seeds
-
-SEED_FORM = "expected seeds like '0-9' (a range), '0,3,5' (a list) or a mix such as '0-3,7,10-12'"
-
-
-def parse_seeds(spec: str) -> list:
-    """'0-9', '0,3,5' or a mix ('0-3,7') -> sorted distinct seeds; argparse.ArgumentTypeError otherwise."""
-    seeds = set()
-    parts = str(spec).replace(' ', '').split(',')
-    for part in parts:
-        m = re.fullmatch(r'(\d+)(?:-(\d+))?', part)
-        if not m:
-            raise argparse.ArgumentTypeError(f'bad seed spec {spec!r}: {SEED_FORM}')
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise argparse.ArgumentTypeError(f'bad seed range {part!r} (end before start): {SEED_FORM}')
-        seeds.update(range(lo, hi + 1))
-    return sorted(seeds)
-
-
-# --- state of a seed folder
-
-def _read_results(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def seed_dir(out: Path, seed: int) -> Path:
-    return Path(out) / f'seed{seed}'
-
-
-def finished_sections(out: Path, seed: int, config: dict | None = None, sections=SECTIONS) -> list:
-    """Sections already written in ``DIR/seed{N}/results.json`` (for this seed and effective config, if given)."""
-    saved = _read_results(seed_dir(out, seed) / 'results.json')
-    if not saved or saved.get('seed') != seed or (config is not None and saved.get('config') != config):
-        return []
-    return [s for s in sections if s in saved.get('sections', {})]
-
-
-class Poller:
-    """Finished sections per seed folder, from its results.json (re-read only when it changes)."""
-
-    def __init__(self, sections=SECTIONS):
-        self.cache, self.sections = {}, sections
-
-    def done(self, folder: Path, seed: int) -> list:
-        path = seed_dir(folder, seed) / 'results.json'
-        try:
-            stamp = path.stat().st_mtime_ns
-        except OSError:
-            return []
-        if self.cache.get(path, (None,))[0] != stamp:
-            saved = _read_results(path)
-            secs = [s for s in self.sections if s in (saved or {}).get('sections', {})] if saved and saved.get('seed') == seed else []
-            self.cache[path] = (stamp, secs)
-        return self.cache[path][1]
-
 
 # --- the sweep
-
-def _exit_on_sigterm():
-    """Turn SIGTERM into SystemExit (main thread only) -> the previous handler, or None if not installed.
-
-    Python's default SIGTERM handling exits without running ``finally`` blocks, which would leave
-    the workers of a terminated sweep computing on their own.
-    """
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-    return signal.signal(signal.SIGTERM, handler)
-
-
-def _restore_sigterm(old) -> None:
-    import signal
-    import threading
-    if old is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, old)
-
 
 def plan(out, config=None, overrides=None, grid=None) -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
@@ -131,7 +50,7 @@ def plan(out, config=None, overrides=None, grid=None) -> list:
     No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
     ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key).
     """
-    from .config import Ch15Config, apply, effective
+    from ..chapter15.config import Ch15Config, apply, effective
     config = config or Ch15Config()
     overrides = dict(overrides or {})
     out = Path(out)
@@ -151,10 +70,10 @@ def plan(out, config=None, overrides=None, grid=None) -> list:
 def check_resume(variants: list, seeds, threads: int = 1) -> None:
     """Refuse to resume into seed folders written with another config (saying which keys differ) or another
     thread count (whose float rounding differs, so the finished sections would not match the rest)."""
-    from .config import describe_differences, differences
+    from ..chapter15.config import describe_differences, differences
     for v in variants:
         for s in seeds:
-            saved = _read_results(seed_dir(v['folder'], s) / 'results.json')
+            saved = read_results(seed_dir(v['folder'], s) / 'results.json')
             if saved and saved.get('seed') == s:
                 diffs = differences(saved.get('config'), v['record'])
                 if diffs:
@@ -184,9 +103,9 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..chapter15.config import Ch15Config
+    from ..chapter15.reproduction import TITLES
     from .backends import LocalBackend, RayBackend, faults_from_env
-    from .ch15 import TITLES
-    from .config import Ch15Config
 
     console = console or Console()
     out = Path(out).resolve()
@@ -210,7 +129,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
         folder = variants[v]['folder']
         done = finished_sections(folder, s, variants[v]['record'], SECTIONS) if resume else []
         if resume and len(done) == len(SECTIONS) and (seed_dir(folder, s) / 'transcript.txt').exists():
-            timing = _read_results(seed_dir(folder, s) / 'timing.json') or {}
+            timing = read_results(seed_dir(folder, s) / 'timing.json') or {}
             runs[v, s].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
         else:
             todo.append((v, s))
@@ -219,7 +138,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     os.environ.update({v: str(threads) for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
     t_start = time.perf_counter()
     be = None
-    old_term = _exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
+    old_term = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
     try:
         if backend == 'ray':
             # on a cluster, ray schedules every seed unless --workers caps how many are in flight
@@ -287,7 +206,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     finally:
         if be is not None:
             be.close()
-        _restore_sigterm(old_term)
+        restore_sigterm(old_term)
         for v, old in saved_env.items():
             if old is None:
                 os.environ.pop(v, None)
@@ -302,58 +221,6 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     if not grid:
         return sweeps[None]
     return write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
-
-
-def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
-    """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
-    from .provenance import collect
-    grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
-            'variants': {v['name']: {'folder': v['name'], 'keys': {k: v['overrides'][k] for k in v['overrides']
-                                                                    if k not in (overrides or {})},
-                                     'n': sweeps[v['name']]['n'], 'failed_seeds': sweeps[v['name']]['failed_seeds']}
-                         for v in variants},
-            'provenance': {**collect(overrides), 'worker_torch_threads': threads}}
-    tmp = Path(out) / 'grid.json.tmp'
-    tmp.write_text(json.dumps(grid, indent=1))
-    os.replace(tmp, Path(out) / 'grid.json')
-    return {'grid': grid, 'variants': sweeps}
-
-
-def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
-                    threads: int = 1) -> dict:
-    """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict."""
-    from .bands import check_transcript
-    from .config import budget_name
-    from .figures import draw_ci_figure
-    from .provenance import collect
-    from .stats import aggregate, aggregate_claims, aggregate_findings
-    from .sweep_report import render
-
-    out = Path(out)
-    ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
-    per_seed, per_seed_findings = {}, {}
-    for s in ok:
-        saved = _read_results(seed_dir(out, s) / 'results.json')
-        per_seed[s] = saved['sections']
-        per_seed_findings[s] = check_transcript((seed_dir(out, s) / 'transcript.txt').read_text())
-    figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
-    findings = aggregate_findings(per_seed_findings)
-    claims = aggregate_claims(per_seed)
-    sweep = {'seeds': seeds, 'aggregated_seeds': ok, 'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
-             'n': len(ok), 'variant': variant, 'budget': budget_name(config), 'smoke': bool(smoke), 'config': config,
-             'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
-             'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),
-             'runs': {str(s): runs[s] for s in seeds}, 'failures': failures,
-             'figures': figures_, 'figures_partial': partial, 'findings': findings, 'beyond_claims': claims}
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / 'sweep.json.tmp'
-    tmp.write_text(json.dumps(sweep, indent=1))
-    os.replace(tmp, out / 'sweep.json')
-    fig = None
-    if per_seed:
-        fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png')
-    (out / 'sweep.md').write_text(render(sweep, fig.name if fig else None))
-    return sweep
 
 
 # --- command line
@@ -385,20 +252,10 @@ def add_parser(sub):
     return p
 
 
-def add_setting_args(p) -> None:
-    """``--set`` and ``--config`` (shared by reproduce and sweep)."""
-    p.add_argument('--set', dest='sets', action='append', default=[], metavar='KEY=VALUE',
-                   help='change one setting: a budget or recipe hyperparameter (sft_steps=30, rl_temperature=1.5, '
-                   'rl_entropy_bonus=0.01, cold_start_step=10, sft_lr=1e-3, dpo_beta=0.2, ...) or the model '
-                   '(model.qk_temperature=4); repeatable; a wrong key lists the valid ones')
-    p.add_argument('--config', default=None, metavar='FILE.toml',
-                   help='settings from a TOML file (the same keys; model keys in a [model] table); --set wins')
-
-
 def main(args) -> int:
     import sys
 
-    from .config import parse_grid, resolve
+    from ..chapter15.config import parse_grid, resolve
     try:  # every setting is checked before anything runs (and before torch is imported)
         config, overrides = resolve(args.smoke, args.config, args.sets)
         grid = parse_grid(args.grid)

@@ -36,6 +36,6 @@ def bold_min(values, digits=2) -> list:
 
 def by_family(d: dict | None) -> dict:
     """A dict keyed by bug family in the order of ``FAMILIES`` (``results.json`` sorts its keys)."""
-    from ..envs.bugfix import FAMILIES
+    from ...envs.bugfix import FAMILIES
     d = d or {}
     return {f: d[f] for f in [*FAMILIES, *sorted(set(d) - set(FAMILIES))] if f in d}

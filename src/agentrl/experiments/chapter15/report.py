@@ -188,7 +188,7 @@ def beyond_section(R: dict) -> list:
     One seed's figures; ``agentrl sweep --extended`` reports each comparison over seeds.
     """
     b, curves = R['beyond'], R['15.5']['curves']
-    from ..envs.bugfix import FAMILIES
+    from ...envs.bugfix import FAMILIES
     md = ['## Beyond the chapter', '',
           'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
           'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .tables import fmt, table
+from ..chapter15.tables import fmt, table
 
 
 # --- loading
@@ -39,7 +39,7 @@ def _read(path: Path):
 
 def _seed_record(folder: Path) -> dict | None:
     """One seed folder -> {'seed', 'config', 'provenance', 'sections', 'findings'}, or None if it has no results."""
-    from .bands import check_transcript
+    from ..chapter15.bands import check_transcript
     saved = _read(folder / 'results.json')
     if not saved or 'sections' not in saved:
         return None
@@ -96,7 +96,7 @@ def check_budgets(variants: list, allow=()) -> list:
 
     Returns every setting that differs between variants, as [(key, [value per variant])].
     """
-    from .config import BUDGETS, flat, knobs, unknown_key
+    from ..chapter15.config import BUDGETS, flat, knobs, unknown_key
     for key in allow:
         if key not in knobs():
             raise unknown_key(key, ' in --allow')
@@ -119,8 +119,8 @@ def _last(seq, key):
 
 def key_figures() -> list:
     """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side."""
-    from ..envs.bugfix import FAMILIES
-    from .figures import RECIPES
+    from ...envs.bugfix import FAMILIES
+    from ..chapter15.figures import RECIPES
     figs = [('15.2', 'weak base: train pass', lambda R: R['15.2']['weak']['train']),
             ('15.2', 'weak base: held-out pass', lambda R: R['15.2']['weak']['held']),
             ('15.2', 'weak base: invalid calls / episode', lambda R: R['15.2']['weak']['invalid']),

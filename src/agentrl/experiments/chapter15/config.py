@@ -191,7 +191,7 @@ def _dataclass_fields(path: Path, name: str) -> dict:
 @lru_cache(maxsize=None)
 def model_fields() -> dict:
     """``{'model.FIELD': Knob}`` for every int or float field of ``TinyAgentConfig`` but ``vocab_size``."""
-    src = Path(__file__).resolve().parents[1] / 'model.py'
+    src = Path(__file__).resolve().parents[2] / 'model.py'
     return {MODEL + name: Knob(MODEL + name, ann, default, doc, 'model')
             for name, (ann, default, doc) in _dataclass_fields(src, 'TinyAgentConfig').items()
             if name != 'vocab_size' and ann in ('int', 'float')}
@@ -294,6 +294,16 @@ def resolve(smoke: bool = False, config_file=None, sets=()) -> tuple:
     return apply(base, overrides), overrides
 
 
+def add_setting_args(p) -> None:
+    """``--set`` and ``--config`` (shared by reproduce and sweep)."""
+    p.add_argument('--set', dest='sets', action='append', default=[], metavar='KEY=VALUE',
+                   help='change one setting: a budget or recipe hyperparameter (sft_steps=30, rl_temperature=1.5, '
+                   'rl_entropy_bonus=0.01, cold_start_step=10, sft_lr=1e-3, dpo_beta=0.2, ...) or the model '
+                   '(model.qk_temperature=4); repeatable; a wrong key lists the valid ones')
+    p.add_argument('--config', default=None, metavar='FILE.toml',
+                   help='settings from a TOML file (the same keys; model keys in a [model] table); --set wins')
+
+
 def parse_grid(items) -> list:
     """``['KEY=V1,V2', ...]`` -> every combination as [(variant name, {key: value})], in the order given.
 
@@ -350,11 +360,11 @@ def effective(config: Ch15Config, vocab_size: int | None = None) -> dict:
     Also checks what only the gym and the model can say (imports torch): a bad model setting, more RL
     tasks per step than there are train tasks, a block too short for an episode; ValueError naming the key.
     """
-    from ..envs.bugfix import BugFixEnv
-    from ..model import TinyAgentConfig
-    from ..envs.bugfix import make_tasks
+    from ...envs.bugfix import BugFixEnv
+    from ...model import TinyAgentConfig
+    from ...envs.bugfix import make_tasks
     if vocab_size is None:
-        from ..tokenizer import build_tokenizer
+        from ...tokenizer import build_tokenizer
         vocab_size = build_tokenizer(make_tasks('all')).vocab_size
     try:
         model = asdict(TinyAgentConfig(vocab_size, **config.model))

@@ -1,4 +1,7 @@
-"""The chapter's figures 15.2 to 15.4, drawn from a reproduction's ``results.json``."""
+"""The chapter's figures 15.2 to 15.4 (and the ``--extended`` run's), drawn from a reproduction's ``results.json``.
+
+The figures over seeds and variants (CI bands, ``compare.png``) are ``sweeps/figures.py``'s, drawn with
+``fig_recipes`` and the helpers here (``pyplot``, ``save_figure``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,26 +9,27 @@ from pathlib import Path
 COLORS = {'SFT (oracle)': '#1f77b4', 'RFT': '#ff7f0e', 'SFT -> RL': '#2ca02c', 'RL only': '#d62728'}
 
 
-def _plt():
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (no display needed)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     return plt
 
 
-def _save(fig, path: Path, title: str | None = None, dpi: int = 120, rect=(0, 0, 1, 1)) -> Path:
+def save_figure(fig, path: Path, title: str | None = None, dpi: int = 120, rect=(0, 0, 1, 1)) -> Path:
     """Title, lay out, write and close ``fig`` -> ``path``."""
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=dpi)
-    _plt().close(fig)
+    pyplot().close(fig)
     return path
 
 
 def fig_dpo(results: dict, path: Path) -> Path:
     """Figure 15.2: what a DPO dashboard shows (left) next to what the policy does (right)."""
-    plt = _plt()
+    plt = pyplot()
     r = results['15.4']
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     steps = [m[0] for m in r['monitor']]
@@ -50,7 +54,7 @@ def fig_dpo(results: dict, path: Path) -> Path:
     lines = ax2.get_legend_handles_labels()
     lines3 = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], loc='upper left', fontsize=8)
-    return _save(fig, path, 'Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
+    return save_figure(fig, path, 'Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
 
 
 def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
@@ -59,7 +63,7 @@ def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
     ``bands`` (optional, from a sweep) maps recipe -> {'train': (lo, hi) lists, 'held': ...} to
     shade confidence intervals.
     """
-    plt = _plt()
+    plt = pyplot()
     curves = results['15.5']['curves']
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, col, title in [(axes[0], 1, 'train tasks'), (axes[1], 2, 'held-out functions')]:
@@ -74,13 +78,13 @@ def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
     axes[0].set_ylabel('pass rate (hidden tests)')
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=9, frameon=False)  # below, off the curves
-    return _save(fig, path, 'Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''),
-                 rect=(0, 0.07, 1, 1))
+    return save_figure(fig, path, 'Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''),
+                       rect=(0, 0.07, 1, 1))
 
 
 def fig_hacking(results: dict, path: Path) -> Path:
     """Figure 15.4: kept episodes per public-filter round, split into real fixes and hacks; public vs hidden pass."""
-    plt = _plt()
+    plt = pyplot()
     log = results['15.6']['hacking']
     rounds = [row['round'] for row in log]
     real = [row['kept'] - row['hacks'] for row in log]
@@ -96,73 +100,11 @@ def fig_hacking(results: dict, path: Path) -> Path:
     ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
     ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(0, 1.02), xticks=rounds)
     ax2.legend(fontsize=8)
-    return _save(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
+    return save_figure(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
 
 
 RECIPES = tuple(COLORS)
 """The four recipes of figure 15.3, in its order."""
-
-
-def recipe_curves(figs: dict) -> tuple:
-    """Mean curves and CI bands of the four recipes from aggregated figures (``stats.aggregate``) -> (results-like dict, bands)."""
-    curves, bands = {}, {}
-    for name in RECIPES:
-        k, rows = 0, []
-        while f'15.5/curves/{name}/{k}/0' in figs:
-            rows.append(tuple(figs[f'15.5/curves/{name}/{k}/{c}'] for c in range(3)))
-            k += 1
-        if not rows:
-            continue
-        curves[name] = [(r[0]['mean'], r[1]['mean'], r[2]['mean']) for r in rows]
-
-        def lohi(col):
-            lo = [(r[col]['ci95'] or [r[col]['mean']] * 2)[0] for r in rows]
-            hi = [(r[col]['ci95'] or [r[col]['mean']] * 2)[1] for r in rows]
-            return [max(0.0, x) for x in lo], [min(1.0, x) for x in hi]  # pass rates live in [0, 1]
-
-        bands[name] = {'train': lohi(1), 'held': lohi(2)}
-    return {'15.5': {'curves': curves}}, bands
-
-
-def draw_ci_figure(sweep: dict, path: Path) -> Path:
-    """Figure 15.3 of a sweep: mean curves with 95% CI bands."""
-    results, bands = recipe_curves(sweep['figures'])
-    return fig_recipes(results, path, bands=bands)
-
-
-VARIANT_COLORS = ('#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f')
-
-
-def fig_compare(variants: dict, path: Path) -> Path:
-    """The recipe curves per variant: ``{name: aggregated figures}`` -> a 2 x 4 grid (train / held-out x recipe),
-    each panel one line per variant (its mean over seeds) with its 95% CI band where it has two or more seeds."""
-    plt = _plt()
-    fig, axes = plt.subplots(2, len(RECIPES), figsize=(3.4 * len(RECIPES), 6.2), sharey=True)
-    for v, (name, figs) in enumerate(variants.items()):
-        results, bands = recipe_curves(figs)
-        color = VARIANT_COLORS[v % len(VARIANT_COLORS)]
-        n = max((s['n'] for s in figs.values()), default=0)
-        for j, recipe in enumerate(RECIPES):
-            hist = results['15.5']['curves'].get(recipe)
-            if not hist:
-                continue
-            steps = [h[0] for h in hist]
-            for i, (col, key) in enumerate([(1, 'train'), (2, 'held')]):
-                ax = axes[i][j]
-                ax.plot(steps, [h[col] for h in hist], 'o-', ms=3, color=color, label=f'{name} (n={n})' if i == j == 0 else None)
-                if n > 1:
-                    ax.fill_between(steps, *bands[recipe][key], color=color, alpha=0.15, lw=0)
-    from matplotlib.ticker import MaxNLocator
-    for j, recipe in enumerate(RECIPES):
-        axes[0][j].set_title(recipe)
-        axes[1][j].set_xlabel('gradient steps')
-        for i in range(2):
-            axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0][0].set(ylabel='train pass', ylim=(0, 1.02))
-    axes[1][0].set(ylabel='held-out pass', ylim=(0, 1.02))
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc='lower center', ncol=min(len(labels), 4), fontsize=9, frameon=False)
-    return _save(fig, path, 'The four recipes per variant (mean over seeds, 95% CI bands)', rect=(0, 0.06, 1, 1))
 
 
 def draw_all(results: dict, out: Path) -> list:
@@ -177,9 +119,9 @@ def draw_all(results: dict, out: Path) -> list:
 
 def fig_beyond(results: dict, out: Path) -> list:
     """One figure per beyond-the-chapter recipe (``reproduce --extended``) -> their paths."""
-    plt = _plt()
+    plt = pyplot()
     b, paths = results['beyond'], []
-    from ..envs.bugfix import FAMILIES
+    from ...envs.bugfix import FAMILIES
 
     fig, ax = plt.subplots(figsize=(8, 3.6))  # STaR: train pass per family
     names = list(b['star'])
@@ -190,7 +132,7 @@ def fig_beyond(results: dict, out: Path) -> list:
     ax.set(xticks=[j + w * (len(names) - 1) / 2 for j in range(len(FAMILIES))], xticklabels=FAMILIES, ylim=(0, 1.05),
            ylabel='train pass', title='STaR rationalization vs expert iteration: is init learnable?')
     ax.legend(fontsize=8)
-    paths.append(_save(fig, out / 'fig_beyond_star.png', None, dpi=110))
+    paths.append(save_figure(fig, out / 'fig_beyond_star.png', None, dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # RFT with a group baseline
     for name, hist in b['rft_baseline'].items():
@@ -199,7 +141,7 @@ def fig_beyond(results: dict, out: Path) -> list:
             ax.set(title=title, xlabel='SFT steps', ylim=(0, 1.02))
     axes[0].set_ylabel('pass rate')
     axes[1].legend(fontsize=8)
-    paths.append(_save(fig, out / 'fig_beyond_rft_baseline.png', 'RFT with a group baseline (exercise 4): does the plateau move?', dpi=110))
+    paths.append(save_figure(fig, out / 'fig_beyond_rft_baseline.png', 'RFT with a group baseline (exercise 4): does the plateau move?', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # online vs offline DPO
     for name, log in b['dpo'].items():
@@ -209,7 +151,7 @@ def fig_beyond(results: dict, out: Path) -> list:
     axes[0].set(title='invalid calls per episode', xlabel='DPO step')
     axes[1].set(title='held-out pass', xlabel='DPO step', ylim=(0, 1.02))
     axes[1].legend(fontsize=7)
-    paths.append(_save(fig, out / 'fig_beyond_dpo.png', 'Online vs offline DPO, and the preference loss', dpi=110))
+    paths.append(save_figure(fig, out / 'fig_beyond_dpo.png', 'Online vs offline DPO, and the preference loss', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))  # checkpoint selection
     table = b['select']['table']
@@ -222,7 +164,7 @@ def fig_beyond(results: dict, out: Path) -> list:
         axes[1].plot([h[0] for h in hist], [h[2] for h in hist], 'o-', label=name)
     axes[1].set(title='held-out pass during RL', xlabel='RL step', ylim=(0, 1.02))
     axes[1].legend(fontsize=8)
-    paths.append(_save(fig, out / 'fig_beyond_select.png', 'Choosing the SFT checkpoint by its informative groups', dpi=110))
+    paths.append(save_figure(fig, out / 'fig_beyond_select.png', 'Choosing the SFT checkpoint by its informative groups', dpi=110))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)  # GRPO vs REINFORCE
     curves = results['15.5']['curves']
@@ -234,5 +176,5 @@ def fig_beyond(results: dict, out: Path) -> list:
         ax.set(title=f'{ref} vs {new}', xlabel='gradient steps (64 episodes per RL step)', ylim=(0, 1.02))
         ax.legend(fontsize=7)
     axes[0].set_ylabel('pass rate')
-    paths.append(_save(fig, out / 'fig_beyond_grpo.png', "A clipped group-policy-gradient trainer vs the chapter's REINFORCE, same samples", dpi=110))
+    paths.append(save_figure(fig, out / 'fig_beyond_grpo.png', "A clipped group-policy-gradient trainer vs the chapter's REINFORCE, same samples", dpi=110))
     return paths

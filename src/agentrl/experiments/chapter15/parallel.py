@@ -3,18 +3,18 @@
 15.1 and 15.2 run in the calling process (15.2 trains the weak base and the SFT snapshots every
 later section starts from). The later sections (15.3-15.6, and ``beyond`` with ``--extended``)
 read those checkpoints, and a few read another section's results or files; every such read
-happens at the very end of the section, through ``Chapter15._after`` (``DEPENDS``). So a section
+happens at the very end of the section, through ``Reproduction._after`` (``DEPENDS``). So a section
 can start before the sections it reads have finished: it waits for them only at its end.
 
-Each section runs in a worker process (``run_section``) that builds its own ``Chapter15`` on the
+Each section runs in a worker process (``run_section``) that builds its own ``Reproduction`` on the
 same folder, settings and seed with ``resume=True`` (so it loads the finished sections from
 ``results.json`` and the checkpoints from disk, bit for bit), runs that one section and returns
 its results, printed lines and time; it writes only its own checkpoints and episode files, never
 ``results.json``. When a section needs another's results it polls ``results.json`` until the
-parent has written them. The parent merges each section as it comes back (``Chapter15._merge``:
-``results.json``, ``timing.json`` and ``transcript.txt`` written atomically per section, as with
-``--jobs 1``), so an interrupted run resumes per section, and the transcript is in section order
-whatever order the sections finish in.
+parent has written them. The parent (``Chapter15.run``, ``chapter.py``) merges each section as it
+comes back (``Chapter15._merge``: ``results.json``, ``timing.json`` and ``transcript.txt`` written
+atomically per section, as with ``--jobs 1``), so an interrupted run resumes per section, and the
+transcript is in section order whatever order the sections finish in.
 
 Threads: with N jobs on C usable cores each worker runs ``max(1, C // N)`` torch threads
 (``--threads`` wins when given). Figures depend on the thread count (float summation order), so
@@ -27,7 +27,8 @@ with the shortest simulated wall at the typical section times ``COST``.
 
 Workers come from a ``forkserver`` (preloading torch and the library once, started before 15.1 so
 its start overlaps the parent's work; ``spawn`` where there is none): the parent has run torch by
-the time the workers start, and forking a process whose OpenMP pool is running is not safe.
+the time the workers start, and forking a process whose OpenMP pool is running is not safe. What this
+shares with the sweep backends (threads, the start method, ending workers, SIGTERM) is ``../workers.py``.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import os
 import time
 from pathlib import Path
 
-from .backends import THREAD_ENV
+from ..workers import exit_on_sigterm, pin_threads, process_context, restore_sigterm, stop_pool, usable_cores
 
 PARENT = ('15.1', '15.2')
 """Sections that always run in the calling process: they create the checkpoints the others read."""
@@ -50,19 +51,12 @@ EPISODES = {'15.2': ('weak', 'sft_step20', 'sft_step60'), '15.3': ('rft',), '15.
             '15.5': ('sft_rl', 'rl_only'), '15.6': ('mismatched', 'dpo_nll', 'hacker')}
 """The episode files (``save_episodes``) each section's worker writes after its section (15.2's: the
 worker of the shortest section)."""
-PRELOAD = ('agentrl.experiments.parallel', 'agentrl.experiments.ch15', 'safetensors.torch', 'torch._dynamo')
+PRELOAD = ('agentrl.experiments.chapter15.parallel', 'agentrl.experiments.chapter15.reproduction', 'safetensors.torch',
+           'torch._dynamo')
 """What the forkserver imports once for every worker: the library, and what its first section would import
 lazily (safetensors to load checkpoints; ``torch._dynamo``, about 1 s, on the first optimizer)."""
 POLL = 0.2
 """Seconds between two looks at ``results.json`` by a worker waiting for another section."""
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def worker_threads(jobs: int, threads: int | None = None) -> int:
@@ -178,19 +172,19 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
                 overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None) -> dict:
     """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
 
-    Builds a ``Chapter15`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
+    Builds a ``Reproduction`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
     ``Ch15Config``), on ``threads`` torch threads; waits for other sections' results through ``results.json``;
     then writes the episode files of ``episodes`` (policy names, or ``'dpo_pairs'``). Writes no results file.
     Top level and argument-only, so it pickles for a process pool.
     """
-    for var in THREAD_ENV:
-        os.environ[var] = str(threads)
+    pin_threads(threads)
     import torch
-    torch.set_num_threads(threads)
-    from .ch15 import Ch15Config, Chapter15
 
-    run = Chapter15(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
-                    extended=extended, overrides=overrides, policy=policy)
+    from .config import Ch15Config
+    from .reproduction import Reproduction
+
+    run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
+                       extended=extended, overrides=overrides, policy=policy)
     run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name)
     results, lines, seconds = run.run_section(section)
     t0 = time.perf_counter()
@@ -203,12 +197,7 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
 
 def context():
     """The process start method: a forkserver preloading torch and the library (else spawn)."""
-    import multiprocessing as mp
-    if 'forkserver' in mp.get_all_start_methods():
-        ctx = mp.get_context('forkserver')
-        ctx.set_forkserver_preload(list(PRELOAD))
-        return ctx
-    return mp.get_context('spawn')
+    return process_context(PRELOAD)
 
 
 def prestart() -> None:
@@ -220,12 +209,10 @@ def prestart() -> None:
 
 def run_sections(chapter, todo) -> None:
     """Run the sections ``todo`` of ``chapter`` (a ``Chapter15`` whose 15.1 and 15.2 are done) in
-    ``chapter.jobs`` worker processes; merge each into ``chapter`` as it finishes."""
+    ``chapter.jobs`` worker processes; merge each into ``chapter`` (``Chapter15._merge``) as it finishes."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
     from dataclasses import asdict
-
-    from .sweep import _exit_on_sigterm, _restore_sigterm
 
     order = plan(todo, chapter.jobs)
     n = min(chapter.jobs, len(order))
@@ -236,7 +223,7 @@ def run_sections(chapter, todo) -> None:
                 overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid())
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
     pending, inflight, free = list(order), {}, list(range(1, n + 1))
-    old_term = _exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)
+    old_term = exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)
     clean = False
     try:
         while pending or inflight:
@@ -261,11 +248,6 @@ def run_sections(chapter, todo) -> None:
         if clean:
             pool.shutdown(wait=True)
         else:  # an error or Ctrl-C: end the workers we started; finished sections are already written
-            procs = list((getattr(pool, '_processes', None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-            for p in procs:
+            for p in stop_pool(pool):
                 p.join(timeout=5)
-        _restore_sigterm(old_term)
+        restore_sigterm(old_term)

@@ -1,9 +1,9 @@
 """``sweep.md``: the chapter's tables as mean ± 95% CI over seeds, next to the chapter's single-seed figures."""
 from __future__ import annotations
 
-from .report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT
-from .figures import RECIPES
-from .tables import bold_min, by_family, fmt, table
+from ..chapter15.figures import RECIPES
+from ..chapter15.report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT
+from ..chapter15.tables import bold_min, by_family, fmt, table
 
 
 def _stat(sweep, key):

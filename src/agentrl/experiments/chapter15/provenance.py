@@ -27,7 +27,7 @@ def cpu_model() -> str:
 @lru_cache(maxsize=None)
 def git_state() -> tuple:
     """(commit, dirty) of the git checkout the package runs from, or (None, None) outside one."""
-    src = Path(__file__).resolve().parents[1]
+    src = Path(__file__).resolve().parents[2]
 
     def git(*args):
         return subprocess.run(['git', '-C', str(src), *args], capture_output=True, text=True, timeout=10)
@@ -45,7 +45,7 @@ def git_state() -> tuple:
 def version() -> str:
     """The version of the code that runs: the package's ``__version__`` (an editable install's metadata
     keeps the version it was installed at, which may be older)."""
-    from .. import __version__
+    from ... import __version__
     return __version__
 
 

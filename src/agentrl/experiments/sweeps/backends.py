@@ -17,6 +17,9 @@ Testing hook: ``AGENTRL_SWEEP_FAULT`` (read by the parent, passed to the jobs) i
 as JSON ``{"SEED": {"mode": "raise"|"kill", "after": "start"|"15.1".."15.6", "attempts": K}}``:
 attempts 1..K of that seed (in every variant) raise (or SIGKILL their own worker) right after
 section ``after`` is written (or at the job's start).
+
+What the backends share with ``reproduce --jobs`` (thread pinning, the forkserver, ending a pool's
+workers) is in ``experiments/workers.py``; the job builds the same ``Chapter15`` as ``agentrl reproduce``.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ import os
 import time
 from pathlib import Path
 
-SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == ch15.SECTIONS (not imported: keeps this module light)
+from ..workers import pin_threads, process_context, stop_pool
+
+SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == chapter15.reproduction.SECTIONS (not imported: keeps this module light)
 FAULT_ENV = 'AGENTRL_SWEEP_FAULT'
-THREAD_ENV = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS')
 
 
 # --- the job (runs in a worker process or a ray task)
@@ -62,11 +66,11 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record.
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
-    for var in THREAD_ENV:
-        os.environ[var] = str(threads)
+    pin_threads(threads)
     import torch
-    torch.set_num_threads(threads)
-    from .ch15 import Ch15Config, Chapter15
+
+    from ..chapter15.chapter import Chapter15
+    from ..chapter15.config import Ch15Config
 
     fault = fault if fault and attempt <= fault['attempts'] else None
     if fault and fault['after'] == 'start':
@@ -93,14 +97,9 @@ class LocalBackend:
     name = 'local'
 
     def __init__(self, workers: int):
-        import multiprocessing as mp
-        if 'forkserver' in mp.get_all_start_methods():
-            # a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1 already
-            # set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
-            self.ctx = mp.get_context('forkserver')
-            self.ctx.set_forkserver_preload(['agentrl.experiments.backends', 'agentrl.experiments.ch15'])
-        else:
-            self.ctx = mp.get_context('spawn')
+        # a forkserver: a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1
+        # already set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
+        self.ctx = process_context(['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter'])
         self.limit = workers
         self.pools = {}
 
@@ -129,11 +128,7 @@ class LocalBackend:
     def close(self):
         for fut, pool in list(self.pools.items()):
             fut.cancel()
-            procs = list((getattr(pool, '_processes', None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:  # a running job is not stopped by shutdown(); end the worker we started
-                if p.is_alive():
-                    p.terminate()
+            stop_pool(pool)  # a running job is not stopped by shutdown(); end the worker we started
         self.pools.clear()
 
 

@@ -1,0 +1,23 @@
+"""Chapter 15 reproduced end to end (``agentrl reproduce``), and what is made from one run (``report``, ``show``).
+
+A run trains every recipe of the chapter's sections 15.1 to 15.6 from one weak base, prints the
+notebook's lines, writes ``results.json``, ``timing.json``, ``transcript.txt``, checkpoints and
+sampled episodes into its folder, and checks the chapter's findings (BANDS.md) on the transcript.
+The layers, each importing only the ones above it in this list:
+
+- ``config.py``: ``Ch15Config``, every setting of a run, and ``--set`` / ``--config`` / ``--grid``;
+- ``provenance.py``: what a run records about where it ran;
+- ``sections.py``: sections 15.1-15.6, the methods of a mixin;
+- ``beyond.py``: the ``--extended`` section (the chapter's exercises and a clipped trainer);
+- ``reproduction.py``: ``Reproduction``, the run driver in one process: run folder, resume, finish, transcript;
+- ``parallel.py``: ``--jobs``: the sections after 15.2 in worker processes, each building a ``Reproduction``;
+- ``chapter.py``: ``Chapter15``, a ``Reproduction`` whose ``run()`` drives ``parallel.py`` with ``jobs > 1``;
+- ``bands.py``: the findings as bands, checked on a transcript;
+- ``tables.py``: Markdown table and number formatting (``sweep.md`` and ``compare`` use it too);
+- ``figures.py``: figures 15.2-15.4 and the ``--extended`` ones;
+- ``report.py``: ``report.md``;
+- ``markdown_html.py``, ``page_data.py``, ``page_assets.py``: ``report.md`` as HTML, the episodes as the
+  page's JSON, the page's CSS and JS;
+- ``html_report.py``: ``report.html`` (``agentrl report``);
+- ``show.py``: episodes in the terminal (``agentrl show``).
+"""

@@ -1,0 +1,151 @@
+"""``report.html``: one self-contained page of a reproduction (``agentrl report``).
+
+The page holds, with no external resource (figures are base64 PNG data URIs, CSS and JS inline):
+
+- the findings table (``check_transcript`` on ``transcript.txt``: band, the chapter's figure, ours, held or not);
+- the chapter's tables (``report.render``'s Markdown, converted by the tiny converter in ``markdown_html.py``);
+- the three figures;
+- a trajectory browser over ``episodes/<policy>.json``: pick a policy, a task and an outcome, and the
+  page's JS renders the matching episodes like ``viewer.trajectory_html`` (tokens coloured by owner,
+  turn markers, trained policy tokens underlined, reward and info), from one embedded JSON blob;
+- a DPO pair view over ``episodes/dpo_pairs.json``: chosen and rejected side by side, the shared
+  prefix dimmed and the first divergent policy token outlined;
+- optionally (``--checkpoint NAME``) each policy token shaded by its log-prob under that checkpoint.
+
+The episodes' compact JSON is ``page_data.py``'s, the page's CSS and JS ``page_assets.py``'s; this
+module assembles the page. ``agentrl show`` (the same episodes in the terminal) is ``show.py``.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from ...render import OWNER
+from ...viewer import COLORS, CSS as TRAJ_CSS
+from .markdown_html import markdown_to_html
+from .page_assets import PAGE_CSS, PAGE_JS
+from .page_data import page_data
+
+FIGURES = {'fig15_2_dpo.png': 'Figure 15.2', 'fig15_3_recipes.png': 'Figure 15.3', 'fig15_4_hacking.png': 'Figure 15.4'}
+MAX_BYTES = 5 * 2 ** 20
+"""The budget of a default run's report.html."""
+
+
+def findings_html(findings: list) -> str:
+    from .bands import CHAPTER
+    held = sum(ok for _, ok, _ in findings)
+    rows = ''.join(
+        f'<tr class="{"held" if ok else "notheld"}"><td>{html.escape(name)}</td><td>{html.escape(CHAPTER.get(name, ""))}</td>'
+        f'<td>{html.escape(str(fig))}</td><td class="verdict">{"held" if ok else "not held"}</td></tr>'
+        for name, ok, fig in findings)
+    return (f'<h2 id="findings-h">Findings</h2><p>{held} of {len(findings)} bands of BANDS.md hold on this run\'s '
+            '<code>transcript.txt</code>; the chapter\'s own figure is beside this run\'s.</p>'
+            '<table id="findings"><thead><tr><th>finding (band)</th><th>chapter</th><th>this run</th><th>holds</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table>')
+
+
+def _json_script(data) -> str:
+    text = json.dumps(data, separators=(',', ':'))
+    return '<script type="application/json" id="arl-data">' + text.replace('</', '<\\/') + '</script>'
+
+
+def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
+    """Write the run folder's ``report.html`` (or ``out``) -> its path."""
+    from .bands import check_transcript
+    from . import report
+    run_dir = Path(run_dir)
+    results_path, transcript_path = run_dir / 'results.json', run_dir / 'transcript.txt'
+    if not results_path.is_file():
+        raise ValueError(f'{run_dir} is not a reproduction folder: it has no results.json (run `agentrl reproduce --out {run_dir}`)')
+    saved = json.loads(results_path.read_text())
+    if transcript_path.is_file():
+        transcript = transcript_path.read_text()
+    else:  # the same lines, kept in results.json
+        from .reproduction import SECTIONS
+        lines = saved.get('transcript', {})
+        transcript = '\n'.join(x for sec in ['setup', *SECTIONS] for x in lines.get(sec, [])) + '\n'
+    findings = check_transcript(transcript)
+    seed = saved.get('seed', 0)
+    timing = json.loads((run_dir / 'timing.json').read_text()) if (run_dir / 'timing.json').is_file() else None
+    try:
+        md = report.render(saved['sections'], findings, seed, timing)
+    except (KeyError, IndexError, TypeError) as e:  # an unfinished run: fall back to its report.md, if any
+        md = (run_dir / 'report.md').read_text() if (run_dir / 'report.md').is_file() else \
+            f'# Chapter 15, reproduced (seed shift {seed})\n\nThe run is unfinished ({type(e).__name__}: {e}); no tables yet.\n\n## Findings\n'
+    if '## Findings' not in md:
+        md += '\n## Findings\n'
+    for name in FIGURES:  # every figure appears, even if the Markdown does not reference it
+        if f']({name})' not in md:
+            md += f'\n![{FIGURES[name]}]({name})\n'
+
+    model = None
+    if checkpoint:
+        from ...checkpoint import load_model
+        from .page_data import default_tokenizer
+        path = run_dir / 'checkpoints' / f'{checkpoint}.safetensors'
+        if not path.is_file():
+            have = sorted(p.stem for p in (run_dir / 'checkpoints').glob('*.safetensors'))
+            raise ValueError(f'no checkpoint {checkpoint!r} in {run_dir}/checkpoints (have: {", ".join(have) or "none"})')
+        model = load_model(path, default_tokenizer())
+    data = page_data(run_dir, model, checkpoint)
+    body = markdown_to_html(md, run_dir, replace={'Findings': findings_html(findings)})
+    heat_ctl = (f'<label><input type="checkbox" id="heat" checked> shade policy tokens by log-prob under '
+                f'<code>{html.escape(checkpoint)}</code></label> <span class="note">p = 0 <span class="heatbar"></span> p = 1</span>'
+                if checkpoint else '')
+    browser = f"""
+<h2 id="browser">Trajectory browser</h2>
+<p class="note">Episodes sampled from each checkpointed policy after the run (2 per task, all 30 tasks; hidden-test reward),
+plus the run's other episode files (such as RFT round 1's kept episodes). Tokens are coloured by owner ({', '.join(f'<span style="background:{COLORS[n]};padding:0 4px">{n}</span>' for n in OWNER)});
+trained (policy) tokens are underlined; a grey bar starts each turn. Hover a token for its id, owner, turn, mask bit and
+behaviour log-prob (section 15.1).</p>
+<div class="controls">
+<label>policy <select id="pol"></select></label>
+<label>task <select id="task"></select></label>
+<label>outcome <select id="outcome"><option value="all">all</option><option value="pass">pass</option><option value="fail">fail</option></select></label>
+{heat_ctl}
+<span id="count" class="note"></span>
+</div>
+<div id="episodes"></div>
+<h2 id="pairs">DPO pairs</h2>
+<p>A DPO pair is a success (chosen) and a failure (rejected) of the same task, sampled from the weak base. The loss sees only the
+difference of the two episodes' summed policy log-ratios, and a policy token of the shared prefix (dimmed) has the same context
+and the same value in both episodes, so its terms cancel: <b>shared tokens contribute nothing to the DPO gradient</b>
+(chapter 15.4). The whole signal starts at the first divergent policy token (outlined in red).</p>
+<div class="controls"><label>pair <select id="pair"></select></label><span id="pairstats" class="note"></span></div>
+<div id="pairview" class="pairgrid"><div id="chosen"></div><div id="rejected"></div></div>
+"""
+    held = sum(ok for _, ok, _ in findings)
+    nav = ''.join(f'<a href="#{a}">{t}</a>' for a, t in [('findings-h', f'findings ({held}/{len(findings)})'), ('15-1-trajectory-sft-and-the-action-mask', 'tables'),
+                                                         ('fig15_2_dpo', 'figures'), ('browser', 'trajectory browser'), ('pairs', 'DPO pairs')])
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>agentrl: chapter 15 reproduction ({html.escape(run_dir.name)})</title>
+<style>{PAGE_CSS}{TRAJ_CSS}</style></head>
+<body><nav>{nav}<span class="note">run folder: {html.escape(str(run_dir))}</span></nav><main>
+{body}
+{browser}
+</main>
+{_json_script(data)}
+<script>{PAGE_JS}</script>
+</body></html>
+"""
+    out = Path(out) if out else run_dir / 'report.html'
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding='utf-8')
+    return out
+
+
+# --- CLI entry points (registered in experiments/cli.py)
+
+def main_report(args) -> int:
+    import torch
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    try:
+        path = build(args.dir, args.out, args.checkpoint)
+    except ValueError as e:
+        print(f'agentrl report: {e}')
+        return 1
+    size = path.stat().st_size
+    print(f'wrote {path} ({size / 2 ** 20:.2f} MB){"" if size <= MAX_BYTES else " -- larger than the 5 MB budget"}')
+    return 0

@@ -1,0 +1,252 @@
+"""Chapter 15 end to end in one process: sections 15.1 to 15.6 from one weak base (``Reproduction``).
+
+Each section runs the chapter's own protocol through the library's recipes, with the notebook's
+seeds shifted by ``seed`` (``seed=0`` is the notebook exactly), and
+
+- prints the lines the notebook prints (collected in ``transcript.txt``),
+- stores its figures in ``results.json`` under its section key, written atomically when the
+  section ends (timing lives apart, in ``timing.json``),
+- checkpoints the models later sections need, as safetensors with config and vocabulary.
+
+This module is the run driver: the run folder, resume, the helpers the sections share, writing a
+finished section and the transcript. The sections themselves are ``sections.py`` (15.1-15.6) and
+``beyond.py`` (``--extended``); ``chapter.py``'s ``Chapter15`` adds ``--jobs`` on top.
+
+Budgets, recipe hyperparameters and model settings come from ``Ch15Config`` (``config.py``; the
+chapter's own by default); ``results.json`` records the effective config (``config``) and where the
+run ran (``provenance``: the overrides, version, commit, torch, threads, CPU).
+
+A killed run continues with ``resume=True``: finished sections are loaded, not rerun, and the
+final results equal an uninterrupted run's, because every random draw comes from a seeded
+generator and models are reloaded bit for bit. Resuming with another seed or config is refused,
+naming the keys that differ.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from ...checkpoint import load_model, save_checkpoint
+from ...envs.bugfix import BugFixEnv
+from ...model import TinyAgent
+from ...envs.bugfix import scripted_policy
+from ...recipes.diagnostics import describe
+from ...recipes.evaluation import pass_rate
+from ...render import collate
+from ...rollout import scripted_rollout
+from ...envs.bugfix import make_tasks
+from ...tokenizer import build_tokenizer
+from ...trajio import save_trajectories
+from .beyond import Beyond
+from .config import Ch15Config, describe_differences, differences, effective
+from .provenance import collect as collect_provenance
+from .sections import Sections
+
+SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
+POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step60': 'oracle SFT, step 60',
+            'rft': 'RFT (expert iteration)', 'dpo': 'DPO', 'dpo_nll': 'DPO + NLL', 'sft_rl': 'SFT -> RL',
+            'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
+"""Every policy a run checkpoints, with the label the report uses."""
+EXTENDED = ('beyond',)
+POLICY_ARCHS = ('tiny', 'gpt2', 'llama')
+"""``agentrl reproduce --policy``: the TinyAgent, or a transformers GPT-2 / Llama of its shape (``hf.make_policy``)."""
+TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
+          '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
+          '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
+          'beyond': 'beyond the chapter: exercises and a clipped trainer'}
+
+
+def _atomic_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def check_seed(seed) -> None:
+    """A seed shift is an int (not a bool): TypeError otherwise."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+
+
+class Reproduction(Sections, Beyond):
+    """One reproduction of chapter 15 in ``out``, every section in this process; ``run()`` executes (or resumes) each."""
+
+    def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
+                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny'):
+        """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
+        what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
+        ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``)."""
+        check_seed(seed)
+        self.wait_for = None
+        """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
+        if policy not in POLICY_ARCHS:
+            raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
+        self.policy = policy
+        self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
+        self.cfg = config or Ch15Config()
+        self.tasks = make_tasks('all')
+        self.tok = build_tokenizer(self.tasks)
+        self.train, self.heldout = make_tasks('train'), make_tasks('heldout')
+        self.config_record = effective(self.cfg, self.tok.vocab_size)  # checks the model settings too
+        """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
+        self.provenance = collect_provenance(overrides)
+        self.provenance.update(self.spread())
+        self.sections = SECTIONS + (EXTENDED if extended else ())
+        self.ckpt = self.out / 'checkpoints'
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.results, self.timing, self.lines = {}, {}, {}
+        results_path = self.out / 'results.json'
+        if resume and results_path.exists():
+            saved = json.loads(results_path.read_text())
+            if saved.get('seed') != seed:
+                raise ValueError(f'{results_path} was written with another seed (seed {saved.get("seed")}, now {seed}); '
+                                 'resume with the same settings or use another --out')
+            if saved['sections'].get('setup', {}).get('policy', 'tiny') != policy:
+                raise ValueError(f'{results_path} was written with another --policy; resume with the same one')
+            diffs = differences(saved.get('config'), self.config_record)
+            if diffs:
+                raise ValueError(f'{results_path} was written with another config: {describe_differences(diffs)}; '
+                                 'resume with the same settings or use another --out')
+            self.results = saved['sections']
+            self.lines = saved['transcript']
+            if (self.out / 'timing.json').exists():
+                self.timing = json.loads((self.out / 'timing.json').read_text())
+            before = saved.get('provenance')
+            if before:  # a resume by another process (other threads, commit, ...) keeps the earlier record
+                earlier = before.pop('earlier', [])
+                if before != self.provenance:
+                    self.provenance = {**self.provenance, 'earlier': earlier + [before]}
+                elif earlier:
+                    self.provenance = {**self.provenance, 'earlier': earlier}
+        elif not resume:  # a fresh run: nothing of an older run in this folder may survive into it
+            for stale in ('results.json', 'timing.json', 'transcript.txt'):
+                (self.out / stale).unlink(missing_ok=True)
+            for folder in (self.out / 'episodes', self.ckpt):
+                for f in folder.glob('*') if folder.is_dir() else []:
+                    f.unlink()
+        s = seed
+        self.models = {}
+        self.data = {}
+        self.lines['setup'] = []
+        self._say(f'vocab: {self.tok.vocab_size} | train tasks: {len(self.train)} | held-out tasks: {len(self.heldout)}',
+                  'setup')
+        self.results.setdefault('setup', {'vocab': self.tok.vocab_size, 'train_tasks': len(self.train),
+                                          'heldout_tasks': len(self.heldout), 'seed_shift': s})
+        if policy != 'tiny':
+            self.results['setup']['policy'] = policy
+        self.oracle_demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, self.tok) for t in self.train]
+        self.demo_batch = collate(self.oracle_demos, self.tok.pad_id)
+
+    # --- helpers
+    def _new_model(self):
+        """A fresh policy (seed torch first): the TinyAgent, or for ``policy='gpt2'`` / ``'llama'`` a randomly
+        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary (issue 13)."""
+        if self.policy == 'tiny':
+            return TinyAgent(self.tok.vocab_size, **self.cfg.model)
+        from ...hf import make_policy
+        m = self.config_record['model']
+        return make_policy(self.policy, self.tok, d_model=m['d_model'], n_layers=m['n_layers'], n_heads=m['n_heads'])
+
+    def _say(self, line: str, section: str):
+        self.lines.setdefault(section, []).append(line)
+        self.log(line)
+
+    def evaluate(self, model):
+        """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
+        s, n = self.seed, self.cfg.eval_samples
+        return (pass_rate(model, self.train, self.tok, n, seed=s)[0], pass_rate(model, self.heldout, self.tok, n, seed=s)[0])
+
+    def _describe(self, model, label, section, by_family=False):
+        d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed,
+                     by_family=by_family)
+        self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
+                  f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
+        return d
+
+    def _save(self, name, model):
+        self.models[name] = model
+        save_checkpoint(model, self.ckpt / f'{name}.safetensors', self.tok)
+
+    def _model(self, name):
+        if name not in self.models:
+            self.models[name] = load_model(self.ckpt / f'{name}.safetensors', self.tok)
+        return self.models[name]
+
+    def _after(self, section):
+        """The results of ``section``, which this one reads (at its end: see ``parallel.DEPENDS``). With ``jobs=1``
+        it ran before; in a worker, wait until the parent has written it."""
+        if section not in self.results and self.wait_for is not None:
+            self.results[section] = self.wait_for(section)
+        return self.results[section]
+
+    def _finish(self, section, results, seconds):
+        self.results[section] = results
+        self.timing[section] = round(seconds, 2)
+        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'config': self.config_record,
+                                                 'provenance': self.provenance, 'sections': self.results,
+                                                 'transcript': self.lines})
+        _atomic_json(self.out / 'timing.json', self.timing)
+        (self.out / 'transcript.txt').write_text(self.transcript())
+
+    def transcript(self) -> str:
+        """Everything printed so far, in the notebook's format."""
+        order = ['setup', *SECTIONS, *EXTENDED]
+        return '\n'.join(line for sec in order for line in self.lines.get(sec, [])) + '\n'
+
+    # --- the run
+    def spread(self) -> dict:
+        """How the run is spread over processes, for the provenance: here, every section in this one."""
+        return {'jobs': 1}
+
+    def run(self):
+        """Run every unfinished section in order, in this process -> results dict keyed by section."""
+        self.run_here()
+        self.save_episodes()
+        return self.results
+
+    def run_here(self, skip=()):
+        """Run the unfinished sections in order, in this process, but those in ``skip``; a finished one echoes its lines."""
+        for section in self.sections:
+            if section in self.results:
+                for line in self.lines.get(section, []):
+                    self.log(line)
+                if self.progress:
+                    self.progress(section, done=True, resumed=True)
+                continue
+            if section in skip:
+                continue
+            if self.progress:
+                self.progress(section, done=False)
+            results, _, seconds = self.run_section(section)
+            self._finish(section, results, seconds)
+            if self.progress:
+                self.progress(section, done=True)
+
+    def run_section(self, section):
+        """Run one section (its inputs done or, in a worker, awaited) -> (results, printed lines, seconds)."""
+        steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
+                 '15.5': self.s15_5, '15.6': self.s15_6, 'beyond': self.beyond}
+        t0 = time.perf_counter()
+        self.lines[section] = []
+        results = steps[section]()
+        return results, self.lines[section], time.perf_counter() - t0
+
+    def save_episodes(self, per_task: int = 2, names=None):
+        """Sample ``per_task`` episodes per task (all 30) from every saved policy, for the report's browser.
+
+        Uses its own generator, after the results are final, so it changes no figure of the run. ``names``: only
+        these policies (and ``'dpo_pairs'``: the DPO pairs file); files already written are kept.
+        """
+        folder = self.out / 'episodes'
+        for name in POLICIES:
+            path = folder / f'{name}.json'
+            if (names is not None and name not in names) or path.exists() or not (self.ckpt / f'{name}.safetensors').exists():
+                continue
+            _, trajs = pass_rate(self._model(name), self.tasks, self.tok, per_task, seed=10_000 + self.seed)
+            save_trajectories(path, trajs)
+        if (names is None or 'dpo_pairs' in names) and not (folder / 'dpo_pairs.json').exists() \
+                and (self.ckpt / 'weak.safetensors').exists():
+            pairs = self._pairs()[:40]
+            save_trajectories(folder / 'dpo_pairs.json', [t for pair in pairs for t in pair])

@@ -1,0 +1,52 @@
+"""``agentrl show``: a run's sampled episodes (or, with no run folder, an oracle demo) in the terminal,
+tokens coloured by owner (``viewer.trajectory_text``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .page_data import label
+
+
+def main_show(args) -> int:
+    """Print episodes in the terminal with ``viewer.trajectory_text``."""
+    from rich.console import Console
+
+    from ...viewer import trajectory_text
+    from .page_data import default_tokenizer
+    console = Console()
+    tok = default_tokenizer()
+    if args.dir is None:
+        from ...envs.bugfix import BugFixEnv
+        from ...envs.bugfix import scripted_policy
+        from ...rollout import scripted_rollout
+        from ...envs.bugfix import make_tasks
+        source = 'oracle demo (no run folder given)'
+        trajs = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in make_tasks('train')]
+        n = args.n or 1
+    else:
+        from ...trajio import load_trajectories
+        folder = Path(args.dir) / 'episodes'
+        have = sorted(p.stem for p in folder.glob('*.json')) if folder.is_dir() else []
+        from .reproduction import POLICIES
+        name = args.policy or next((p for p in POLICIES if p in have), have[0] if have else None)
+        if name is None or name not in have:
+            console.print(f'no episodes for policy {name!r} in {folder} (have: {", ".join(have) or "none"})', markup=False)
+            return 1
+        try:
+            trajs = load_trajectories(folder / f'{name}.json')
+        except ValueError as e:
+            console.print(str(e), markup=False)
+            return 1
+        source = f'{label(name)} [{name}]'
+        console.print(f'episodes of {source} from {folder / (name + ".json")}', markup=False, highlight=False)
+        n = args.n or 2
+    if args.task:
+        exact = [t for t in trajs if t.info.get('task') == args.task]
+        trajs = exact or [t for t in trajs if args.task in t.info.get('task', '')]
+    if not trajs:
+        console.print(f'no episode of task {args.task!r} in {source}', markup=False)
+        return 1
+    for k, t in enumerate(trajs[:n]):
+        console.rule(f'{source}: episode {k + 1} of {len(trajs)}')
+        console.print(trajectory_text(t, tok))
+    return 0

@@ -1,0 +1,61 @@
+"""What a sweep writes once its seeds have run: each variant's ``sweep.json``, ``sweep.md`` and CI figure
+(``summarize_sweep``), and a grid's ``grid.json`` (``write_grid``)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .seeds import read_results, seed_dir
+
+
+def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
+    """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
+    from ..chapter15.provenance import collect
+    grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
+            'variants': {v['name']: {'folder': v['name'], 'keys': {k: v['overrides'][k] for k in v['overrides']
+                                                                    if k not in (overrides or {})},
+                                     'n': sweeps[v['name']]['n'], 'failed_seeds': sweeps[v['name']]['failed_seeds']}
+                         for v in variants},
+            'provenance': {**collect(overrides), 'worker_torch_threads': threads}}
+    tmp = Path(out) / 'grid.json.tmp'
+    tmp.write_text(json.dumps(grid, indent=1))
+    os.replace(tmp, Path(out) / 'grid.json')
+    return {'grid': grid, 'variants': sweeps}
+
+
+def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
+                    threads: int = 1) -> dict:
+    """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict."""
+    from ..chapter15.bands import check_transcript
+    from ..chapter15.config import budget_name
+    from ..chapter15.provenance import collect
+    from .figures import draw_ci_figure
+    from .stats import aggregate, aggregate_claims, aggregate_findings
+    from .sweep_report import render
+
+    out = Path(out)
+    ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
+    per_seed, per_seed_findings = {}, {}
+    for s in ok:
+        saved = read_results(seed_dir(out, s) / 'results.json')
+        per_seed[s] = saved['sections']
+        per_seed_findings[s] = check_transcript((seed_dir(out, s) / 'transcript.txt').read_text())
+    figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
+    findings = aggregate_findings(per_seed_findings)
+    claims = aggregate_claims(per_seed)
+    sweep = {'seeds': seeds, 'aggregated_seeds': ok, 'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
+             'n': len(ok), 'variant': variant, 'budget': budget_name(config), 'smoke': bool(smoke), 'config': config,
+             'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
+             'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),
+             'runs': {str(s): runs[s] for s in seeds}, 'failures': failures,
+             'figures': figures_, 'figures_partial': partial, 'findings': findings, 'beyond_claims': claims}
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / 'sweep.json.tmp'
+    tmp.write_text(json.dumps(sweep, indent=1))
+    os.replace(tmp, out / 'sweep.json')
+    fig = None
+    if per_seed:
+        fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png')
+    (out / 'sweep.md').write_text(render(sweep, fig.name if fig else None))
+    return sweep
