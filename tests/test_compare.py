@@ -7,6 +7,9 @@ import shutil
 
 import pytest
 
+import agentrl as arl
+from agentrl.experiments.chapter15.claims import CLAIMS
+
 from agentrl.cli import main
 from agentrl.experiments.sweeps import stats as S
 from agentrl.experiments.sweeps.compare import key_figures
@@ -78,7 +81,9 @@ def test_compare_a_grid_prints_and_writes_table_and_figure(grid, capsys, monkeyp
     result = json.loads((out / 'compare.json').read_text())
     assert [v['name'] for v in result['variants']] == ['model.qk_temperature=4', 'model.qk_temperature=8']
     assert result['settings'] == [['model.qk_temperature', [4.0, 8.0]]]
-    assert len(result['findings']) == 30 and len(result['figures']) == len(key_figures())
+    bands = [r for r in result['findings'] if not r['finding'].startswith('claim: ')]
+    assert len(bands) == 30 and len(result['findings']) == 30 + len(CLAIMS)  # BugFix's bands, then the chapter's claims
+    assert len(result['figures']) == len(key_figures(arl.FAMILIES))
     fam = next(r for r in result['figures'] if r['figure'] == 'oracle SFT held-out pass, family minmax')
     for i, name in enumerate(['model.qk_temperature=4', 'model.qk_temperature=8']):  # the seeds' own figures
         assert fam['values'][i] == [json.loads((out / name / f'seed{s}' / 'results.json').read_text())

@@ -17,7 +17,6 @@ from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
 from agentrl.experiments.chapter15.reproduction import POLICIES
 from agentrl.trajio import load_trajectories, save_trajectories
-from agentrl.experiments.chapter15.page_data import default_tokenizer
 
 
 def scripted_pairs(tok, n=6):
@@ -144,13 +143,13 @@ def test_findings_show_labelled_numbers_never_python_reprs(run_dir, page):
     assert re.fullmatch(r'train \d\.\d\d / held \d\.\d\d at step \d+', fig['15.5 SFT->RL train >= 0.88, held >= 0.80'])
     assert re.fullmatch(r'invalid \d\.\d\d vs \d\.\d\d \(DPO\); train \d\.\d\d vs \d\.\d\d',
                         fig['15.6 DPO+NLL invalid <= half, train above'])
-    assert not REPR.search(md.split('## 15.6')[1].split('Family share')[1].split('\n')[0])  # the family shares too
+    assert not REPR.search(md.split('## 15.6')[1].split('Group share')[1].split('\n')[0])  # the family shares too
 
 
 def test_report_has_heldout_pass_per_family(run_dir, page):
     fam = json.loads((run_dir / 'results.json').read_text())['sections']['15.2']['heldout_by_family']
     md = (run_dir / 'report.md').read_text()
-    assert '| held-out pass |' in md and 'Held-out pass per bug family after oracle SFT' in md
+    assert '| held-out pass |' in md and 'Held-out pass per task group after oracle SFT' in md
     table = next(t for t in parsed(page).tables.values() if t and t[0][1:] == list(arl.FAMILIES))
     assert table[1] == ['held-out pass', *(f'{fam[f]:.2f}' for f in arl.FAMILIES)]  # bold is markup, not text
     row = next(line for line in md.splitlines() if line.startswith('| held-out pass |'))
@@ -168,7 +167,7 @@ def test_the_three_figures_are_embedded(run_dir, page):
 
 def test_embedded_episodes_decode_to_the_saved_trajectories(run_dir, page):
     data = embedded_data(page)
-    assert data['vocab'] == default_tokenizer().vocab and data['owners'] == ['template', 'prompt', 'policy', 'tool']
+    assert data['vocab'] == arl.build_tokenizer(arl.make_tasks('all')).vocab and data['owners'] == ['template', 'prompt', 'policy', 'tool']
     keys = [p['key'] for p in data['policies']]
     assert keys[:len(POLICIES)] == list(POLICIES) and [p['label'] for p in data['policies'][:3]] == list(POLICIES.values())[:3]
     for pol in data['policies'][:2]:
@@ -187,7 +186,7 @@ def test_checkpoint_heat_is_the_policy_token_log_prob(run_dir, tmp_path):
     out = html_report.build(run_dir, tmp_path / 'heat.html', checkpoint='sft_step60')
     data = embedded_data(out.read_text())
     assert data['checkpoint'] == 'sft_step60' and 'id="heat"' in out.read_text()
-    model = arl.load_model(run_dir / 'checkpoints' / 'sft_step60.safetensors', default_tokenizer())
+    model = arl.load_model(run_dir / 'checkpoints' / 'sft_step60.safetensors', arl.build_tokenizer(arl.make_tasks('all')))
     t = load_trajectories(run_dir / 'episodes' / 'weak.json')[3]
     ep = next(p for p in data['policies'] if p['key'] == 'weak')['episodes'][3]
     with torch.no_grad():

@@ -7,7 +7,6 @@ import random
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import agentrl as arl
 from agentrl.recipes import reinforce as reinforce_module

@@ -152,5 +152,6 @@ def test_cli_reproduce_extended_smoke_end_to_end_with_settings(tmp_path):
                  'fig_beyond_grpo.png']:
         assert (tmp_path / name).is_file(), name
     beyond = json.loads((tmp_path / 'results.json').read_text())['sections']['beyond']
-    assert set(beyond) == {'star', 'rft_baseline', 'dpo', 'select', 'grpo'}
+    assert set(beyond) == {'star', 'rft_baseline', 'dpo', 'select', 'grpo', 'uncovered'}
+    assert beyond['uncovered'] in ([], ['init']) or set(beyond['uncovered']) <= set(arl.FAMILIES)
     assert '## Beyond the chapter' in (tmp_path / 'report.md').read_text()

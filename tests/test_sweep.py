@@ -142,7 +142,7 @@ def test_sweep_writes_outputs(local_sweep):
 def test_sweep_md_has_the_per_family_transfer_table(local_sweep):
     _, out, _ = local_sweep
     md = (out / 'sweep.md').read_text()
-    start = md.index('Held-out pass per bug family')
+    start = md.index('Held-out pass per task group')
     lines = [line for line in md[start:].split('\n\n')[1].splitlines()]
     assert lines[0] == '|  | minmax | range | compare | zero | init |'
     assert [line.split(' | ')[0] for line in lines[2:]] == ['| seed 0', '| seed 1', '| mean ± CI', '| minimum over seeds']

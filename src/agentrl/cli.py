@@ -6,31 +6,32 @@ import sys
 
 
 def _demo(args):
-    """Play the three scripted policies on all 30 tasks; print pass rates per family and split."""
+    """Play the environment's scripted players on every task; print pass rates per group and split."""
     from rich.console import Console
     from rich.table import Table
 
-    from .envs.bugfix import FAMILIES, KINDS, BugFixEnv, make_tasks, scripted_policy
+    from .envs.protocol import env_attr
+    from .experiments.chapter15.envs import get_env
     from .rollout import scripted_rollout
-    from .tokenizer import build_tokenizer
 
-    tasks = make_tasks('all')
-    tok = build_tokenizer(tasks)
-    table = Table(title=f'Scripted play on the BugFix gym ({args.seeds} seeds per task, hidden-test reward)')
+    env = get_env(args.env)
+    tok = env.tokenizer()
+    groups = env.groups()
+    table = Table(title=f'Scripted play on {env.title} ({args.seeds} seeds per task, the hidden reward)')
     table.add_column('policy')
     table.add_column('split')
-    for family in FAMILIES:
-        table.add_column(family, justify='right')
+    for group in groups:
+        table.add_column(group, justify='right')
     table.add_column('all', justify='right')
-    for kind in KINDS:
+    for kind in env_attr(env.env_id, 'scripted_kinds', ('oracle',)):
         for split in ('train', 'heldout'):
-            rows = {f: [] for f in FAMILIES}
-            for task in make_tasks(split):
+            rows = {g: [] for g in groups}
+            for task in env.tasks(split):
                 for seed in range(args.seeds):
-                    traj = scripted_rollout(scripted_policy(kind, seed=seed), BugFixEnv(), task, tok)
-                    rows[task.family].append(traj.reward)
-            every = [r for f in FAMILIES for r in rows[f]]
-            table.add_row(kind, split, *[f'{sum(rows[f]) / len(rows[f]):.2f}' for f in FAMILIES],
+                    traj = scripted_rollout(env.player(kind, seed=seed), env.make(), task, tok)
+                    rows[task.group].append(traj.reward)
+            every = [r for g in groups for r in rows[g]]
+            table.add_row(kind, split, *[f'{sum(rows[g]) / len(rows[g]):.2f}' if rows[g] else '-' for g in groups],
                           f'{sum(every) / len(every):.2f}')
     Console().print(table)
     return 0
@@ -40,8 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='agentrl', description=__doc__)
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
 
-    demo = sub.add_parser('demo', help='scripted oracle / blind / random play on all 30 tasks')
+    from .experiments.chapter15.envs import DEFAULT, ENVIRONMENTS
+    demo = sub.add_parser('demo', help="an environment's scripted players (oracle, blind, random) on every task")
     demo.add_argument('--seeds', type=int, default=4, help='episodes per task and policy (default 4)')
+    demo.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS), help='the environment (default bugfix)')
     demo.set_defaults(func=_demo)
 
     from .experiments.cli import add_commands

@@ -18,9 +18,12 @@ import time
 
 import torch
 
-from ...envs.bugfix import BugFixEnv
+from ..chapter15.envs import get_env
 from ...policy import as_renderer
 from ...render import Trajectory
+
+CHAPTER = get_env('bugfix')
+"""The chapter's workload: the BugFix gym (its tasks, players and tokenizer)."""
 
 
 @torch.no_grad()
@@ -99,11 +102,11 @@ def bench_engine_vs_generate(model, tasks, tok, repeats: int, seed: int = 0) -> 
     from .timing import pair_ratio, timed_interleaved
 
     def ours():
-        return rollout_batch(model, [BugFixEnv() for _ in tasks], tasks, tok,
+        return rollout_batch(model, [CHAPTER.make() for _ in tasks], tasks, tok,
                              generator=torch.Generator().manual_seed(seed))
 
     def theirs():
-        return generate_loop_rollout(model, [BugFixEnv() for _ in tasks], tasks, tok, seed=seed)
+        return generate_loop_rollout(model, [CHAPTER.make() for _ in tasks], tasks, tok, seed=seed)
 
     s = timed_interleaved({'engine': ours, 'generate_loop': theirs}, repeats)
     t_ours, t_gen = s['out']['engine'], s['out']['generate_loop']
@@ -129,7 +132,6 @@ def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, ep
     limit) and one trained as ``workloads.build_models`` trains the TinyAgent (weak base, then oracle SFT: short
     episodes), each played on ``episodes_per_task`` episodes of every train task by both loops."""
     from ...hf import make_policy
-    from ...envs.bugfix import scripted_policy
     from ...rollout import scripted_rollout
     tasks = [t for t in train for _ in range(episodes_per_task)]
     torch.manual_seed(0)
@@ -137,7 +139,7 @@ def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, ep
     log(f'HFPolicy GPT-2 (fresh) on {len(tasks)} episodes: our lockstep engine vs one batched generate per turn, '
         f'interleaved, x (1 + {repeats}) each')
     out_fresh = bench_engine_vs_generate(fresh, tasks, tok, repeats)
-    demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in train]
+    demos = [scripted_rollout(CHAPTER.player('oracle'), CHAPTER.make(), t, tok) for t in train]
     model = trained_gpt2(tok, weak_play, demos, weak_steps, sft_steps, log)
     log(f'HFPolicy GPT-2 (oracle SFT) on {len(tasks)} episodes: our lockstep engine vs one batched generate per '
         f'turn, interleaved, x (1 + {repeats}) each')

@@ -14,16 +14,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ...envs.bugfix import BugFixEnv
+from ..chapter15.envs import get_env
 from ...model import TinyAgent
-from ...envs.bugfix import scripted_policy
 from ...recipes.sft import sft_train
 from ...render import OWNER, collate
 from ...rollout import rollout_batch, sample_next, scripted_rollout
-from ...envs.bugfix import make_tasks
-from ...tokenizer import build_tokenizer
 from .flops import computed_forward_flops, tiny_sft_step
 from .timing import pair_ratio, timed_interleaved, train_step_fn
+
+CHAPTER = get_env('bugfix')
+"""The chapter's workload: the BugFix gym (its tasks, players and tokenizer)."""
 
 _POLICY = OWNER['policy']
 
@@ -37,11 +37,11 @@ def log_stderr(msg: str) -> None:
 
 def build_models(n_tasks: int | None = None, weak_steps: int = 150, sft_steps: int = 60, log=log_stderr):
     """Tokenizer, train tasks, weak-play trajectories, a fresh TinyAgent and an oracle-SFT one (section 15.2)."""
-    tok = build_tokenizer(make_tasks('all'))
-    train = make_tasks('train')[:n_tasks]
-    weak_play = [scripted_rollout(scripted_policy(kind, seed=s), BugFixEnv(), t, tok)
+    tok = CHAPTER.tokenizer()
+    train = CHAPTER.tasks('train')[:n_tasks]
+    weak_play = [scripted_rollout(CHAPTER.player(kind, seed=s), CHAPTER.make(), t, tok)
                  for kind in ['blind', 'random'] for s in range(4) for t in train]
-    demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in train]
+    demos = [scripted_rollout(CHAPTER.player('oracle'), CHAPTER.make(), t, tok) for t in train]
     torch.manual_seed(0)
     fresh = TinyAgent(tok.vocab_size)
     torch.manual_seed(0)
@@ -57,7 +57,7 @@ def build_models(n_tasks: int | None = None, weak_steps: int = 150, sft_steps: i
 # --- (a)-(c) rollouts -----------------------------------------------------------------------------
 
 def _rollout(model, tasks, tok, seed, use_cache=True):
-    envs = [BugFixEnv() for _ in tasks]
+    envs = [CHAPTER.make() for _ in tasks]
     return rollout_batch(model, envs, tasks, tok, temperature=1.0,
                          generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
 

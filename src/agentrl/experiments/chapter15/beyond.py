@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from ...recipes.dpo import train_dpo
-from ...recipes.evaluation import family_pass, pass_rate
+from ...recipes.evaluation import family_pass
 from ...recipes.grpo import GRPOConfig, train_grpo
 from ...recipes.online_dpo import train_online_dpo
 from ...recipes.rft_baseline import rft_baseline_iteration
@@ -26,21 +26,21 @@ class Beyond:
 
         Everything is trained first; the chapter's own figures (15.3-15.6) are read, and the lines printed, at
         the end (see ``parallel.DEPENDS``)."""
-        s, tok, c = self.seed, self.tok, self.cfg
+        s, tok, c, env = self.seed, self.tok, self.cfg, self.env.env_id
         weak = self._model('weak')
 
         def fam(model):
             n = c.eval_samples
-            return {'train': pass_rate(model, self.train, tok, n, seed=s)[0],
-                    'held': pass_rate(model, self.heldout, tok, n, seed=s)[0],
-                    'family': family_pass(model, self.train, tok, n, seed=s)}
+            return {'train': self.pass_rate(model, self.train, n, s)[0],
+                    'held': self.pass_rate(model, self.heldout, n, s)[0],
+                    'family': family_pass(model, self.train, tok, n, seed=s, env=env)}
 
         # exercise 3: STaR rationalization vs plain expert iteration (15.3)
         star = {}
         for label, mask in [('STaR, forced op masked', True), ('STaR, forced op trained', False)]:
             model = copy.deepcopy(weak)
             hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size)
+                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size, env=env)
             star[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
 
         # exercise 4: RFT with a group baseline vs RFT (15.3)
@@ -52,12 +52,13 @@ class Beyond:
             return {}
 
         rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                               sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after)
+                               sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after,
+                               env=env)
 
         # online / iterative DPO vs offline DPO (15.4, 15.6), and the loss choice
         def evaluate_dpo(m):
-            rate_train, trajs = pass_rate(m, self.train, tok, c.eval_samples, seed=s)
-            return {'train': rate_train, 'held': pass_rate(m, self.heldout, tok, c.eval_samples, seed=s)[0],
+            rate_train, trajs = self.pass_rate(m, self.train, c.eval_samples, s)
+            return {'train': rate_train, 'held': self.pass_rate(m, self.heldout, c.eval_samples, s)[0],
                     'eval_invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
         dpo_new = {}
@@ -65,7 +66,7 @@ class Beyond:
             model = copy.deepcopy(weak)
             dpo_new[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
                                               n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
-                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every)
+                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every, env=env)
         for loss in ['ipo', 'hinge']:
             model, pairs = copy.deepcopy(weak), self._pairs()
             dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
@@ -79,7 +80,7 @@ class Beyond:
         # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
         sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
                                     every=c.sft_every, group=c.probe_group, seed=0 + s, lr=c.sft_lr,
-                                    batch_size=c.sft_batch_size)
+                                    batch_size=c.sft_batch_size, env=env)
         rl = {}
         for label, start in [(f'chosen (step {sel.step})', sel.best), (f'last (step {c.sft_steps})', sel.last)]:
             model = copy.deepcopy(start)
@@ -93,12 +94,14 @@ class Beyond:
             knobs = GRPOConfig(n_tasks=c.rl_tasks, group=c.rl_group, lr=c.rl_lr, temperature=c.rl_temperature,
                                ent_coef=c.rl_entropy_bonus, seed=0 + s)  # the same samples and knobs as REINFORCE
             hist, logs = train_grpo(model, self.train, tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
-                                    start=start)
+                                    start=start, env=env)
             grpo[label] = {'hist': hist, 'logs': logs}
 
         # the chapter's figures, now that every other section has finished
         r15 = {k: self._after(k) for k in ('15.3', '15.4', '15.5', '15.6')}
-        out = {}
+        solved = set().union(*(r['solved'] for r in r15['15.3']['rounds']))
+        out = {'uncovered': [g for g in self.groups  # groups of which expert iteration solved no train task (BugFix: init)
+                             if not any(t.name in solved for t in self.train if t.group == g)]}
         rows = {'RFT (15.3)': fam(self._model('rft')), **star}
         out['star'] = rows
         self._say('STaR vs expert iteration, train pass per family: ' + ' | '.join(

@@ -21,10 +21,11 @@ class Chapter15(Reproduction):
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
                  extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', jobs: int = 1,
-                 worker_threads: int | None = None):
+                 worker_threads: int | None = None, env: str = 'bugfix'):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
         ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``).
+        ``env``: the environment, by its ``--env`` name (``envs.py``).
         ``jobs``: worker processes for the sections after 15.2 (1: all in this process), each on ``worker_threads``
         torch threads (default ``max(1, cores // jobs)``); both are recorded in the provenance."""
         check_seed(seed)  # the seed first, then the jobs, then the rest (``Reproduction``)
@@ -34,7 +35,7 @@ class Chapter15(Reproduction):
             raise ValueError(f'worker_threads must be a positive int, got {worker_threads!r}')
         self.worker_threads = parallel.worker_threads(jobs, worker_threads)
         super().__init__(out, seed=seed, resume=resume, log=log, progress=progress, config=config, extended=extended,
-                         overrides=overrides, policy=policy)
+                         overrides=overrides, policy=policy, env=env)
 
     def spread(self) -> dict:
         """The jobs, and with more than one the torch threads of each worker (recorded in the provenance)."""

@@ -131,6 +131,11 @@ class Ch15Config:
         object.__setattr__(self, 'model', clean)
 
     @classmethod
+    def for_env(cls, env) -> 'Ch15Config':
+        """The chapter's budgets with an environment's own (``envs.ChapterEnv.budgets``) on top."""
+        return apply(cls(), env.budgets) if env.budgets else cls()
+
+    @classmethod
     def smoke(cls) -> 'Ch15Config':
         """A run of a few seconds that exercises every section (the findings are meaningless). The weak
         base trains just long enough (12 steps) and 15.3/15.4 sample 4 episodes per task, so that
@@ -284,13 +289,14 @@ def apply(base: Ch15Config, overrides: dict) -> Ch15Config:
     return replace(base, **top, model=model)
 
 
-def resolve(smoke: bool = False, config_file=None, sets=()) -> tuple:
-    """The preset (chapter or smoke), then a TOML file, then ``--set`` items -> (Ch15Config, overrides as {key: value})."""
+def resolve(smoke: bool = False, config_file=None, sets=(), env=None) -> tuple:
+    """The preset (the chapter's budgets, with ``env``'s own if given, or smoke), then a TOML file, then ``--set`` items
+    -> (Ch15Config, overrides as {key: value})."""
     overrides = dict(read_config_file(config_file)) if config_file else {}
     for item in sets or ():
         key, value = parse_assignment(item, ' in --set')
         overrides[key] = value
-    base = Ch15Config.smoke() if smoke else Ch15Config()
+    base = Ch15Config.smoke() if smoke else Ch15Config.for_env(env) if env is not None else Ch15Config()
     return apply(base, overrides), overrides
 
 
@@ -354,24 +360,24 @@ def describe_differences(diffs: list, a: str = 'saved', b: str = 'now') -> str:
     return '; '.join(f'{k} ({a} {va!r}, {b} {vb!r})' for k, va, vb in diffs)
 
 
-def effective(config: Ch15Config, vocab_size: int | None = None) -> dict:
+def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> dict:
     """The config a run records: ``asdict(config)`` with ``model`` the full effective ``TinyAgentConfig`` (every field).
 
-    Also checks what only the gym and the model can say (imports torch): a bad model setting, more RL
-    tasks per step than there are train tasks, a block too short for an episode; ValueError naming the key.
+    Also checks what only the environment (``env``, an ``envs.ChapterEnv``; default the chapter's) and the model
+    can say (imports torch): a bad model setting, more RL tasks per step than there are train tasks, a block too
+    short for an episode; ValueError naming the key.
     """
-    from ...envs.bugfix import BugFixEnv
     from ...model import TinyAgentConfig
-    from ...envs.bugfix import make_tasks
+    from .envs import DEFAULT, get_env
+    env = env or get_env(DEFAULT)
     if vocab_size is None:
-        from ...tokenizer import build_tokenizer
-        vocab_size = build_tokenizer(make_tasks('all')).vocab_size
+        vocab_size = env.tokenizer().vocab_size
     try:
         model = asdict(TinyAgentConfig(vocab_size, **config.model))
     except (TypeError, ValueError) as e:
         given = ', '.join(f'{MODEL}{k}={v}' for k, v in config.model.items())
         raise ValueError(f'bad model setting ({given}): {e}') from None
-    n_train, longest = len(make_tasks('train')), BugFixEnv().max_tokens
+    n_train, longest = len(env.tasks('train')), env.make().max_tokens
     if config.rl_tasks > n_train:
         raise ValueError(f'rl_tasks ({config.rl_tasks}) exceeds the {n_train} train tasks')
     if model['block_size'] < longest:
@@ -379,9 +385,11 @@ def effective(config: Ch15Config, vocab_size: int | None = None) -> dict:
     return {**asdict(config), 'model': model}
 
 
-def budget_name(config: dict) -> str:
-    """``'chapter'``, ``'smoke'`` or ``'custom'``: which preset's budgets a config has."""
-    for name, preset in [('chapter', Ch15Config()), ('smoke', Ch15Config.smoke())]:
+def budget_name(config: dict, env=None) -> str:
+    """``'chapter'``, ``'smoke'`` or ``'custom'``: which preset's budgets a config has (the chapter's: on ``env``, an
+    ``envs.ChapterEnv``, with its own budgets)."""
+    chapter = Ch15Config.for_env(env) if env is not None else Ch15Config()
+    for name, preset in [('chapter', chapter), ('smoke', Ch15Config.smoke())]:
         if all(config.get(k) == getattr(preset, k) for k in BUDGETS):
             return name
     return 'custom'

@@ -57,16 +57,16 @@ def fig_dpo(results: dict, path: Path) -> Path:
     return save_figure(fig, path, 'Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
 
 
-def fig_recipes(results: dict, path: Path, bands: dict | None = None) -> Path:
+def fig_recipes(results: dict, path: Path, bands: dict | None = None, tasks: str = 'functions') -> Path:
     """Figure 15.3: train and held-out pass of the four recipes over gradient steps.
 
     ``bands`` (optional, from a sweep) maps recipe -> {'train': (lo, hi) lists, 'held': ...} to
-    shade confidence intervals.
+    shade confidence intervals; ``tasks``: what the held-out tasks are (BugFix: functions).
     """
     plt = pyplot()
     curves = results['15.5']['curves']
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, col, title in [(axes[0], 1, 'train tasks'), (axes[1], 2, 'held-out functions')]:
+    for ax, col, title in [(axes[0], 1, 'train tasks'), (axes[1], 2, f'held-out {tasks}')]:
         for name, hist in curves.items():
             steps = [h[0] for h in hist]
             ax.plot(steps, [h[col] for h in hist], 'o-', ms=3, label=name, color=COLORS[name])
@@ -107,30 +107,34 @@ RECIPES = tuple(COLORS)
 """The four recipes of figure 15.3, in its order."""
 
 
-def draw_all(results: dict, out: Path) -> list:
-    """Write the chapter's three figures (and the extended run's) into ``out`` -> their paths."""
+def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions') -> list:
+    """Write the chapter's three figures (and the extended run's) into ``out`` -> their paths.
+
+    ``groups``: the environment's task groups, in order (default: those in the results); ``tasks``: what its
+    held-out tasks are (BugFix: functions)."""
     out = Path(out)
-    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png'),
+    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks),
              fig_hacking(results, out / 'fig15_4_hacking.png')]
     if 'beyond' in results:
-        paths += fig_beyond(results, out)
+        paths += fig_beyond(results, out, groups)
     return paths
 
 
-def fig_beyond(results: dict, out: Path) -> list:
+def fig_beyond(results: dict, out: Path, groups=None) -> list:
     """One figure per beyond-the-chapter recipe (``reproduce --extended``) -> their paths."""
     plt = pyplot()
     b, paths = results['beyond'], []
-    from ...envs.bugfix import FAMILIES
+    groups = list(groups or next(iter(b['star'].values()))['family'])
+    uncovered = '/'.join(b.get('uncovered', ['init'])) or 'the uncovered group'
 
     fig, ax = plt.subplots(figsize=(8, 3.6))  # STaR: train pass per family
     names = list(b['star'])
     w = 0.8 / len(names)
     for i, name in enumerate(names):
         fam = b['star'][name]['family']
-        ax.bar([j + i * w for j in range(len(FAMILIES))], [fam.get(f, 0) for f in FAMILIES], w, label=name)
-    ax.set(xticks=[j + w * (len(names) - 1) / 2 for j in range(len(FAMILIES))], xticklabels=FAMILIES, ylim=(0, 1.05),
-           ylabel='train pass', title='STaR rationalization vs expert iteration: is init learnable?')
+        ax.bar([j + i * w for j in range(len(groups))], [fam.get(f, 0) for f in groups], w, label=name)
+    ax.set(xticks=[j + w * (len(names) - 1) / 2 for j in range(len(groups))], xticklabels=groups, ylim=(0, 1.05),
+           ylabel='train pass', title=f'STaR rationalization vs expert iteration: is {uncovered} learnable?')
     ax.legend(fontsize=8)
     paths.append(save_figure(fig, out / 'fig_beyond_star.png', None, dpi=110))
 

@@ -52,8 +52,10 @@ def _json_script(data) -> str:
 
 def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
     """Write the run folder's ``report.html`` (or ``out``) -> its path."""
-    from .bands import check_transcript
     from . import report
+    from .bands import check_transcript
+    from .claims import check_claims
+    from .envs import DEFAULT, get_env
     run_dir = Path(run_dir)
     results_path, transcript_path = run_dir / 'results.json', run_dir / 'transcript.txt'
     if not results_path.is_file():
@@ -65,15 +67,17 @@ def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
         from .reproduction import SECTIONS
         lines = saved.get('transcript', {})
         transcript = '\n'.join(x for sec in ['setup', *SECTIONS] for x in lines.get(sec, [])) + '\n'
-    findings = check_transcript(transcript)
+    env = get_env(saved.get('env', DEFAULT))
+    findings = check_transcript(transcript) if env.name == 'bugfix' else []
     seed = saved.get('seed', 0)
     timing = json.loads((run_dir / 'timing.json').read_text()) if (run_dir / 'timing.json').is_file() else None
     try:
-        md = report.render(saved['sections'], findings, seed, timing)
+        md = report.render(saved['sections'], findings, seed, timing, claims=check_claims(saved['sections'], env.name),
+                           env=env)
     except (KeyError, IndexError, TypeError) as e:  # an unfinished run: fall back to its report.md, if any
         md = (run_dir / 'report.md').read_text() if (run_dir / 'report.md').is_file() else \
             f'# Chapter 15, reproduced (seed shift {seed})\n\nThe run is unfinished ({type(e).__name__}: {e}); no tables yet.\n\n## Findings\n'
-    if '## Findings' not in md:
+    if '## Findings' not in md and env.name == 'bugfix':
         md += '\n## Findings\n'
     for name in FIGURES:  # every figure appears, even if the Markdown does not reference it
         if f']({name})' not in md:
@@ -82,20 +86,20 @@ def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
     model = None
     if checkpoint:
         from ...checkpoint import load_model
-        from .page_data import default_tokenizer
+        from ...export import run_tokenizer
         path = run_dir / 'checkpoints' / f'{checkpoint}.safetensors'
         if not path.is_file():
             have = sorted(p.stem for p in (run_dir / 'checkpoints').glob('*.safetensors'))
             raise ValueError(f'no checkpoint {checkpoint!r} in {run_dir}/checkpoints (have: {", ".join(have) or "none"})')
-        model = load_model(path, default_tokenizer())
-    data = page_data(run_dir, model, checkpoint)
-    body = markdown_to_html(md, run_dir, replace={'Findings': findings_html(findings)})
+        model = load_model(path, run_tokenizer(run_dir))
+    data = page_data(run_dir, model, checkpoint, env)
+    body = markdown_to_html(md, run_dir, replace={'Findings': findings_html(findings)} if findings else {})
     heat_ctl = (f'<label><input type="checkbox" id="heat" checked> shade policy tokens by log-prob under '
                 f'<code>{html.escape(checkpoint)}</code></label> <span class="note">p = 0 <span class="heatbar"></span> p = 1</span>'
                 if checkpoint else '')
     browser = f"""
 <h2 id="browser">Trajectory browser</h2>
-<p class="note">Episodes sampled from each checkpointed policy after the run (2 per task, all 30 tasks; hidden-test reward),
+<p class="note">Episodes sampled from each checkpointed policy after the run (2 per task, every task; the hidden reward),
 plus the run's other episode files (such as RFT round 1's kept episodes). Tokens are coloured by owner ({', '.join(f'<span style="background:{COLORS[n]};padding:0 4px">{n}</span>' for n in OWNER)});
 trained (policy) tokens are underlined; a grey bar starts each turn. Hover a token for its id, owner, turn, mask bit and
 behaviour log-prob (section 15.1).</p>

@@ -19,12 +19,6 @@ EXTRA_LABELS = {'rft_round1_kept': 'RFT round 1, kept episodes', 'dpo_pairs': 'D
 
 
 
-def default_tokenizer():
-    """The BugFix tokenizer of all 30 tasks (what the chapter builds)."""
-    from ...envs.bugfix import make_tasks
-    from ...tokenizer import build_tokenizer
-    return build_tokenizer(make_tasks('all'))
-
 def encode_episode(t, heat=None) -> dict:
     """A trajectory as the page's compact JSON (see the module docstring); ``heat``: log-probs at masked positions."""
     turns = t.turn.tolist()
@@ -85,10 +79,14 @@ def label(name: str) -> str:
     return POLICIES.get(name) or EXTRA_LABELS.get(name) or name.replace('_', ' ')
 
 
-def page_data(run_dir: Path, model=None, checkpoint: str | None = None) -> dict:
-    """Everything the page's JS needs: vocabulary, owners, colours, episodes per policy, DPO pairs, task splits."""
-    from ...envs.bugfix import make_tasks
+def page_data(run_dir: Path, model=None, checkpoint: str | None = None, env=None) -> dict:
+    """Everything the page's JS needs: vocabulary, owners, colours, episodes per policy, DPO pairs, task splits.
+
+    The vocabulary is the run's own (its checkpoints'); ``env`` (an ``envs.ChapterEnv``, default the run's) gives the tasks."""
+    from ...export import run_tokenizer
     from ...trajio import load_trajectories
+    from .envs import run_env
+    env = env or run_env(run_dir)
     folder = Path(run_dir) / 'episodes'
     episodes = load_episode_files(folder)
     pairs = load_trajectories(folder / PAIRS_FILE) if (folder / PAIRS_FILE).exists() else []
@@ -98,9 +96,9 @@ def page_data(run_dir: Path, model=None, checkpoint: str | None = None) -> dict:
         for name, trajs in [*episodes.items(), (PAIRS_FILE, pairs)]:
             heat[name] = heat_logprobs(model, trajs) if trajs else []
     enc = lambda name, trajs: [encode_episode(t, heat[name][k] if name in heat else None) for k, t in enumerate(trajs)]
-    return {'vocab': default_tokenizer().vocab,
+    return {'vocab': run_tokenizer(run_dir).vocab,
             'owners': sorted(OWNER, key=OWNER.get), 'colors': COLORS,
             'policies': [{'key': name, 'label': label(name), 'episodes': enc(name, trajs)} for name, trajs in episodes.items()],
             'pairs': enc(PAIRS_FILE, pairs),
-            'tasks': [{'name': t.name, 'split': t.split} for t in make_tasks('all')],
+            'tasks': [{'name': t.name, 'split': t.split} for t in env.tasks('all')],
             'checkpoint': checkpoint}

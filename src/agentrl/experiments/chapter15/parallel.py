@@ -169,7 +169,8 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
 
 
 def run_section(out: str, seed: int, config: dict, section: str, threads: int, extended: bool = False,
-                overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None) -> dict:
+                overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None,
+                env: str = 'bugfix') -> dict:
     """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
 
     Builds a ``Reproduction`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
@@ -184,7 +185,7 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
     from .reproduction import Reproduction
 
     run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
-                       extended=extended, overrides=overrides, policy=policy)
+                       extended=extended, overrides=overrides, policy=policy, env=env)
     run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name)
     results, lines, seconds = run.run_section(section)
     t0 = time.perf_counter()
@@ -220,7 +221,8 @@ def run_sections(chapter, todo) -> None:
     shortest = min(order, key=lambda s: COST.get(s, 1.0))
     episodes[shortest] = EPISODES['15.2'] + episodes[shortest]
     args = dict(config=asdict(chapter.cfg), threads=chapter.worker_threads, extended='beyond' in chapter.sections,
-                overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid())
+                overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid(),
+                env=chapter.env.name)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
     pending, inflight, free = list(order), {}, list(range(1, n + 1))
     old_term = exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)

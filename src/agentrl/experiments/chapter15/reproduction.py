@@ -29,18 +29,15 @@ import time
 from pathlib import Path
 
 from ...checkpoint import load_model, save_checkpoint
-from ...envs.bugfix import BugFixEnv
 from ...model import TinyAgent
-from ...envs.bugfix import scripted_policy
 from ...recipes.diagnostics import describe
 from ...recipes.evaluation import pass_rate
 from ...render import collate
 from ...rollout import scripted_rollout
-from ...envs.bugfix import make_tasks
-from ...tokenizer import build_tokenizer
 from ...trajio import save_trajectories
 from .beyond import Beyond
 from .config import Ch15Config, describe_differences, differences, effective
+from .envs import DEFAULT, get_env
 from .provenance import collect as collect_provenance
 from .sections import Sections
 
@@ -64,6 +61,20 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+def read_results(path) -> dict:
+    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what to do."""
+    path = Path(path)
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); move it away to keep it, '
+                         'then run again without --resume (or with another --out) to start afresh') from None
+    if not isinstance(saved, dict) or not isinstance(saved.get('sections'), dict) or 'transcript' not in saved:
+        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); move it '
+                         'away, or use another --out')
+    return saved
+
+
 def check_seed(seed) -> None:
     """A seed shift is an int (not a bool): TypeError otherwise."""
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -74,22 +85,26 @@ class Reproduction(Sections, Beyond):
     """One reproduction of chapter 15 in ``out``, every section in this process; ``run()`` executes (or resumes) each."""
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
-                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny'):
+                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', env: str = DEFAULT):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
-        what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
-        ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``)."""
+        what they resolved to (default: the chapter's budgets with ``env``'s own). Checks every setting before any
+        work: a bad one raises ValueError naming it. ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or
+        ``'gpt2'`` / ``'llama'`` (see ``_new_model``). ``env``: the environment, by its ``--env`` name (``envs.py``)."""
         check_seed(seed)
+        self.env = get_env(env)
+        """The environment (``envs.ChapterEnv``); ``self.env.env_id`` is what every recipe is given as ``env=``."""
         self.wait_for = None
         """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
         if policy not in POLICY_ARCHS:
             raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
         self.policy = policy
         self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
-        self.cfg = config or Ch15Config()
-        self.tasks = make_tasks('all')
-        self.tok = build_tokenizer(self.tasks)
-        self.train, self.heldout = make_tasks('train'), make_tasks('heldout')
-        self.config_record = effective(self.cfg, self.tok.vocab_size)  # checks the model settings too
+        self.cfg = config or Ch15Config.for_env(self.env)
+        self.tasks = self.env.tasks('all')
+        self.tok = self.env.tokenizer()
+        self.train, self.heldout = self.env.tasks('train'), self.env.tasks('heldout')
+        self.groups = self.env.groups()
+        self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
         """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
         self.provenance = collect_provenance(overrides)
         self.provenance.update(self.spread())
@@ -99,7 +114,10 @@ class Reproduction(Sections, Beyond):
         self.results, self.timing, self.lines = {}, {}, {}
         results_path = self.out / 'results.json'
         if resume and results_path.exists():
-            saved = json.loads(results_path.read_text())
+            saved = read_results(results_path)
+            if saved.get('env', DEFAULT) != self.env.name:
+                raise ValueError(f"{results_path} was written on another environment ({saved.get('env', DEFAULT)}, now "
+                                 f'{self.env.name}); resume with the same --env or use another --out')
             if saved.get('seed') != seed:
                 raise ValueError(f'{results_path} was written with another seed (seed {saved.get("seed")}, now {seed}); '
                                  'resume with the same settings or use another --out')
@@ -136,7 +154,7 @@ class Reproduction(Sections, Beyond):
                                           'heldout_tasks': len(self.heldout), 'seed_shift': s})
         if policy != 'tiny':
             self.results['setup']['policy'] = policy
-        self.oracle_demos = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, self.tok) for t in self.train]
+        self.oracle_demos = [scripted_rollout(self.env.player('oracle'), self.env.make(), t, self.tok) for t in self.train]
         self.demo_batch = collate(self.oracle_demos, self.tok.pad_id)
 
     # --- helpers
@@ -153,14 +171,18 @@ class Reproduction(Sections, Beyond):
         self.lines.setdefault(section, []).append(line)
         self.log(line)
 
+    def pass_rate(self, model, tasks, n, seed, **kw):
+        """``recipes.pass_rate`` in this run's environment."""
+        return pass_rate(model, tasks, self.tok, n, seed=seed, env=self.env.env_id, **kw)
+
     def evaluate(self, model):
         """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
         s, n = self.seed, self.cfg.eval_samples
-        return (pass_rate(model, self.train, self.tok, n, seed=s)[0], pass_rate(model, self.heldout, self.tok, n, seed=s)[0])
+        return self.pass_rate(model, self.train, n, s)[0], self.pass_rate(model, self.heldout, n, s)[0]
 
     def _describe(self, model, label, section, by_family=False):
         d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed,
-                     by_family=by_family)
+                     by_family=by_family, env=self.env.env_id)
         self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
                   f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
         return d
@@ -184,9 +206,9 @@ class Reproduction(Sections, Beyond):
     def _finish(self, section, results, seconds):
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
-        _atomic_json(self.out / 'results.json', {'seed': self.seed, 'config': self.config_record,
-                                                 'provenance': self.provenance, 'sections': self.results,
-                                                 'transcript': self.lines})
+        _atomic_json(self.out / 'results.json', {'env': self.env.name, 'groups': self.groups, 'seed': self.seed,
+                                                 'config': self.config_record, 'provenance': self.provenance,
+                                                 'sections': self.results, 'transcript': self.lines})
         _atomic_json(self.out / 'timing.json', self.timing)
         (self.out / 'transcript.txt').write_text(self.transcript())
 
@@ -234,7 +256,7 @@ class Reproduction(Sections, Beyond):
         return results, self.lines[section], time.perf_counter() - t0
 
     def save_episodes(self, per_task: int = 2, names=None):
-        """Sample ``per_task`` episodes per task (all 30) from every saved policy, for the report's browser.
+        """Sample ``per_task`` episodes per task (all of them) from every saved policy, for the report's browser.
 
         Uses its own generator, after the results are final, so it changes no figure of the run. ``names``: only
         these policies (and ``'dpo_pairs'``: the DPO pairs file); files already written are kept.
@@ -244,7 +266,7 @@ class Reproduction(Sections, Beyond):
             path = folder / f'{name}.json'
             if (names is not None and name not in names) or path.exists() or not (self.ckpt / f'{name}.safetensors').exists():
                 continue
-            _, trajs = pass_rate(self._model(name), self.tasks, self.tok, per_task, seed=10_000 + self.seed)
+            _, trajs = self.pass_rate(self._model(name), self.tasks, per_task, 10_000 + self.seed)
             save_trajectories(path, trajs)
         if (names is None or 'dpo_pairs' in names) and not (folder / 'dpo_pairs.json').exists() \
                 and (self.ckpt / 'weak.safetensors').exists():

@@ -15,12 +15,9 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
-from ...envs.bugfix import FAMILIES, BugFixEnv
 from ...model import sequence_log_probs
-from ...envs.bugfix import scripted_policy
 from ...recipes.diagnostics import probe, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
-from ...recipes.evaluation import pass_rate
 from ...recipes.reinforce import train_rl
 from ...recipes.rejection import dedup_by_actions, expert_iteration, family_share
 from ...recipes.sft import sft_loss, sft_train
@@ -53,7 +50,7 @@ class Sections:
     # --- 15.2 warm start: format first, then skill
     def s15_2(self):
         s, tok = self.seed, self.tok
-        weak_play = [scripted_rollout(scripted_policy(kind, seed=k + s), BugFixEnv(), t, tok)
+        weak_play = [scripted_rollout(self.env.player(kind, seed=k + s), self.env.make(), t, tok)
                      for kind in ['blind', 'random'] for k in range(4) for t in self.train]
         torch.manual_seed(0 + s)
         weak = self._new_model()
@@ -85,7 +82,7 @@ class Sections:
         def flat_grad(loss, model):
             return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
 
-        rate, sample = pass_rate(weak, self.train, tok, self.cfg.eval_samples, seed=7 + s)
+        rate, sample = self.pass_rate(weak, self.train, self.cfg.eval_samples, 7 + s)
         kept = [t for t in sample if t.reward == 1.0]
         gap = cosine = scale = None
         if kept:
@@ -114,7 +111,7 @@ class Sections:
         c = self.cfg
         for row in expert_iteration(rft, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                     sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
-                                    temperature=c.sample_temperature, evaluate=after_round):
+                                    temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id):
             rounds.append(row)
             k = row['round']
             self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
@@ -134,8 +131,8 @@ class Sections:
     # --- 15.4 DPO for agent trajectories
     def _pairs(self):
         if 'pairs' not in self.data:
-            _, sample = pass_rate(self._model('weak'), self.train, self.tok, self.cfg.rft_samples,
-                                  temperature=self.cfg.sample_temperature, seed=300 + self.seed)
+            _, sample = self.pass_rate(self._model('weak'), self.train, self.cfg.rft_samples, 300 + self.seed,
+                                       temperature=self.cfg.sample_temperature)
             self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed)
         return self.data['pairs']
 
@@ -144,8 +141,8 @@ class Sections:
 
         def evaluate(model):
             n = self.cfg.eval_samples
-            rate_train, trajs = pass_rate(model, self.train, self.tok, n, seed=self.seed)
-            return {'train': rate_train, 'held': pass_rate(model, self.heldout, self.tok, n, seed=self.seed)[0],
+            rate_train, trajs = self.pass_rate(model, self.train, n, self.seed)
+            return {'train': rate_train, 'held': self.pass_rate(model, self.heldout, n, self.seed)[0],
                     'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
         if not self._pairs():
@@ -177,10 +174,10 @@ class Sections:
         c = self.cfg
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
-                        entropy_bonus=c.rl_entropy_bonus)
+                        entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id)
 
     def s15_5(self):
-        s, tok = self.seed, self.tok
+        s = self.seed
         hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
@@ -201,7 +198,7 @@ class Sections:
         for name, hist in recipes.items():
             self._say(f'{name:<13}{cost[name][0]:>7}{cost[name][1]:>9}{hist[-1][1]:>7.2f}{hist[-1][2]:>6.2f}', '15.5')
         # the final evaluation's train episodes again (same model, same seed): which road each RL policy took
-        roads = {name: reads_first(pass_rate(m, self.train, tok, c.eval_samples, seed=s)[1])
+        roads = {name: reads_first(self.pass_rate(m, self.train, c.eval_samples, s)[1], env=self.env.env_id)
                  for name, m in (('SFT -> RL', cold_rl), ('RL only', rl_only))}
         return {'curves': recipes, 'cost': {k: {'demos': d, 'sampled': n} for k, (d, n) in cost.items()},
                 'reads_first': roads}
@@ -211,7 +208,8 @@ class Sections:
         s, tok = self.seed, self.tok
         probes = {}
         for label, name in [('weak base', 'weak'), ('SFT step 20', 'sft_step20'), ('SFT step 60', 'sft_step60')]:
-            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s)
+            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s,
+                                           env=self.env.env_id)
             probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
             self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
 
@@ -233,14 +231,15 @@ class Sections:
         hacker, hack_log = copy.deepcopy(self._model('weak')), []
 
         def after_round(model):
-            _, trajs = pass_rate(model, self.train, tok, self.cfg.eval_samples, seed=s, reward='public')
+            _, trajs = self.pass_rate(model, self.train, self.cfg.eval_samples, s, reward='public')
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
         # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after
         hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
                                      steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
-                                     batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round)
+                                     batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round,
+                                     env=self.env.env_id)
         self._save('hacker', hacker)
 
         dpo_log = self._after('15.4')['log']
@@ -252,8 +251,8 @@ class Sections:
         kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
         unique = dedup_by_actions(kept1)
         self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
-        self._say(f'family share, raw:     {family_share(kept1, FAMILIES)}', '15.6')
-        self._say(f'family share, deduped: {family_share(unique, FAMILIES)}', '15.6')
+        self._say(f'family share, raw:     {family_share(kept1, self.groups)}', '15.6')
+        self._say(f'family share, deduped: {family_share(unique, self.groups)}', '15.6')
 
         for row in hack_rows:
             k = row['round']
@@ -263,6 +262,6 @@ class Sections:
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
-                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1, FAMILIES),
-                          'share_deduped': family_share(unique, FAMILIES)},
+                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1, self.groups),
+                          'share_deduped': family_share(unique, self.groups)},
                 'hacking': hack_log}

@@ -12,18 +12,22 @@ def main_show(args) -> int:
     from rich.console import Console
 
     from ...viewer import trajectory_text
-    from .page_data import default_tokenizer
     console = Console()
-    tok = default_tokenizer()
     if args.dir is None:
-        from ...envs.bugfix import BugFixEnv
-        from ...envs.bugfix import scripted_policy
         from ...rollout import scripted_rollout
-        from ...envs.bugfix import make_tasks
-        source = 'oracle demo (no run folder given)'
-        trajs = [scripted_rollout(scripted_policy('oracle'), BugFixEnv(), t, tok) for t in make_tasks('train')]
+        from .envs import get_env
+        env = get_env(getattr(args, 'env', 'bugfix'))
+        tok = env.tokenizer()
+        source = f'oracle demo on {env.title} (no run folder given)'
+        trajs = [scripted_rollout(env.player('oracle'), env.make(), t, tok) for t in env.tasks('train')]
         n = args.n or 1
     else:
+        from ...export import run_tokenizer
+        try:
+            tok = run_tokenizer(args.dir)
+        except ValueError as e:
+            console.print(str(e), markup=False)
+            return 1
         from ...trajio import load_trajectories
         folder = Path(args.dir) / 'episodes'
         have = sorted(p.stem for p in folder.glob('*.json')) if folder.is_dir() else []

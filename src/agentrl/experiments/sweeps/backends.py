@@ -60,7 +60,7 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
-             extended: bool = False, overrides: dict | None = None, threads: int = 1) -> dict:
+             extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str = 'bugfix') -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record.
@@ -82,7 +82,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
-                    config=Ch15Config(**config), extended=extended, overrides=overrides,
+                    config=Ch15Config(**config), extended=extended, overrides=overrides, env=env,
                     jobs=1)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in SECTIONS)
     run.run()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..chapter15.tables import fmt, table
+from ..chapter15.tables import by_family, fmt, table
 
 
 # --- loading
@@ -38,8 +38,11 @@ def _read(path: Path):
 
 
 def _seed_record(folder: Path) -> dict | None:
-    """One seed folder -> {'seed', 'config', 'provenance', 'sections', 'findings'}, or None if it has no results."""
+    """One seed folder -> {'seed', 'env', 'config', 'provenance', 'sections', 'findings'}, or None if it has no results.
+
+    ``findings``: BugFix's bands, then the chapter's claims (``claim: KEY``), on the run's environment."""
     from ..chapter15.bands import check_transcript
+    from ..chapter15.claims import check_claims
     saved = _read(folder / 'results.json')
     if not saved or 'sections' not in saved:
         return None
@@ -49,8 +52,11 @@ def _seed_record(folder: Path) -> dict | None:
     else:
         lines = saved.get('transcript', {})
         transcript = '\n'.join(x for sec in ['setup', *sorted(k for k in lines if k != 'setup')] for x in lines[sec]) + '\n'
-    return {'seed': saved.get('seed'), 'config': saved.get('config') or {}, 'provenance': saved.get('provenance') or {},
-            'sections': saved['sections'], 'findings': check_transcript(transcript)}
+    env = saved.get('env', 'bugfix')
+    bands = check_transcript(transcript) if env == 'bugfix' else []
+    claims = [(f'claim: {c.key}', ok, m) for c, ok, m in check_claims(saved['sections'], env)]
+    return {'seed': saved.get('seed'), 'env': env, 'config': saved.get('config') or {},
+            'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims}
 
 
 def _sweep_variant(folder: Path, name: str) -> dict:
@@ -97,6 +103,11 @@ def check_budgets(variants: list, allow=()) -> list:
     Returns every setting that differs between variants, as [(key, [value per variant])].
     """
     from ..chapter15.config import BUDGETS, flat, knobs, unknown_key
+    envs = [{r['env'] for r in v['records']} for v in variants]
+    if len(set().union(*envs)) > 1:
+        detail = '; '.join(f"{v['name']} on {', '.join(sorted(e))}" for v, e in zip(variants, envs))
+        raise ValueError(f'the variants ran on different environments ({detail}): their figures are not comparable; '
+                         'compare runs of one environment')
     for key in allow:
         if key not in knobs():
             raise unknown_key(key, ' in --allow')
@@ -117,9 +128,9 @@ def _last(seq, key):
     return seq[-1][key]
 
 
-def key_figures() -> list:
-    """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side."""
-    from ...envs.bugfix import FAMILIES
+def key_figures(groups=()) -> list:
+    """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side (``groups``: the task
+    groups whose held-out pass after oracle SFT is one of them)."""
     from ..chapter15.figures import RECIPES
     figs = [('15.2', 'weak base: train pass', lambda R: R['15.2']['weak']['train']),
             ('15.2', 'weak base: held-out pass', lambda R: R['15.2']['weak']['held']),
@@ -129,7 +140,7 @@ def key_figures() -> list:
             ('15.2', 'oracle SFT: held-out pass', lambda R: R['15.2']['oracle_sft']['held']),
             ('15.2', 'oracle SFT: invalid calls / episode', lambda R: R['15.2']['oracle_sft']['invalid']),
             ('15.2', 'oracle SFT: action entropy', lambda R: R['15.2']['oracle_sft']['entropy'])]
-    figs += [('15.2', f'oracle SFT held-out pass, family {f}', lambda R, f=f: R['15.2']['heldout_by_family'][f]) for f in FAMILIES]
+    figs += [('15.2', f'oracle SFT held-out pass, family {f}', lambda R, f=f: R['15.2']['heldout_by_family'][f]) for f in groups]
     figs += [('15.3', 'after RFT: train pass', lambda R: R['15.3']['after_rft']['train']),
              ('15.3', 'after RFT: held-out pass', lambda R: R['15.3']['after_rft']['held']),
              ('15.4', 'DPO, last step: train pass', lambda R: _last(R['15.4']['log'], 'train')),
@@ -182,7 +193,8 @@ def compare(variants: list) -> dict:
             for name, ok, _ in rec['findings']:
                 findings[name][i].append(1.0 if ok else 0.0)
     figures = []
-    for section, label, fn in key_figures():
+    first = variants[0]['records'][0]['sections']['15.2'].get('heldout_by_family') or {}
+    for section, label, fn in key_figures(list(by_family(first))):
         vals = [_values(v['records'], fn) for v in variants]
         if any(vals):
             figures.append({'section': section, 'figure': label, **row(vals)})

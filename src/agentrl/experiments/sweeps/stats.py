@@ -142,6 +142,21 @@ def aggregate_findings(per_seed_findings: dict) -> dict:
     return out
 
 
+def aggregate_verdicts(per_seed_claims: dict) -> dict:
+    """The chapter's claims over seeds: {seed: [(Claim, holds, measured)]} -> {key: section, test, hold rate, held, n,
+    per-seed outcome and figure}, in the claims' order."""
+    out = {}
+    for seed in sorted(per_seed_claims):
+        for claim, ok, measured in per_seed_claims[seed]:
+            row = out.setdefault(claim.key, {'section': claim.section, 'lesson': claim.lesson, 'test': claim.test,
+                                             'per_seed': {}})
+            row['per_seed'][str(seed)] = {'holds': bool(ok), 'figure': measured}
+    for row in out.values():
+        oks = [v['holds'] for v in row['per_seed'].values()]
+        row.update(hold_rate=hold_rate(oks), held=sum(oks), n=len(oks))
+    return out
+
+
 def aggregate_claims(per_seed: dict) -> dict:
     """Beyond-the-chapter claims (report.BEYOND_CLAIMS) over the seeds that ran --extended -> per claim its
     support rate among the seeds where it was measurable, and each seed's figure."""

@@ -24,32 +24,56 @@ def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, thread
     return {'grid': grid, 'variants': sweeps}
 
 
+def seed_claims(out, sweep: dict) -> dict:
+    """The chapter's claims over a sweep's aggregated seeds, recomputed from each seed's results.json (so a sweep
+    written before the claims existed has them too) -> ``stats.aggregate_verdicts``'s dict."""
+    from ..chapter15.claims import check_claims
+    from .stats import aggregate_verdicts
+    env = sweep.get('env', 'bugfix')
+    per_seed = {}
+    for s in sweep.get('aggregated_seeds', []):
+        saved = read_results(seed_dir(out, s) / 'results.json')
+        if saved:
+            per_seed[s] = check_claims(saved['sections'], env)
+    return aggregate_verdicts(per_seed)
+
+
 def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
-                    threads: int = 1) -> dict:
-    """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict."""
+                    threads: int = 1, env: str = 'bugfix') -> dict:
+    """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict.
+
+    ``env``: the environment's ``--env`` name; BugFix's bands (``findings``) apply only to BugFix, the chapter's
+    claims (``claims``) to every environment."""
     from ..chapter15.bands import check_transcript
+    from ..chapter15.claims import check_claims
     from ..chapter15.config import budget_name
+    from ..chapter15.envs import get_env
     from ..chapter15.provenance import collect
     from .figures import draw_ci_figure
-    from .stats import aggregate, aggregate_claims, aggregate_findings
+    from .stats import aggregate, aggregate_claims, aggregate_findings, aggregate_verdicts
     from .sweep_report import render
 
     out = Path(out)
     ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
-    per_seed, per_seed_findings = {}, {}
+    per_seed, per_seed_findings, per_seed_claims = {}, {}, {}
     for s in ok:
         saved = read_results(seed_dir(out, s) / 'results.json')
         per_seed[s] = saved['sections']
-        per_seed_findings[s] = check_transcript((seed_dir(out, s) / 'transcript.txt').read_text())
+        if env == 'bugfix':
+            per_seed_findings[s] = check_transcript((seed_dir(out, s) / 'transcript.txt').read_text())
+        per_seed_claims[s] = check_claims(saved['sections'], env)
     figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
     findings = aggregate_findings(per_seed_findings)
     claims = aggregate_claims(per_seed)
-    sweep = {'seeds': seeds, 'aggregated_seeds': ok, 'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
-             'n': len(ok), 'variant': variant, 'budget': budget_name(config), 'smoke': bool(smoke), 'config': config,
+    sweep = {'env': env, 'seeds': seeds, 'aggregated_seeds': ok,
+             'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
+             'n': len(ok), 'variant': variant, 'budget': budget_name(config, get_env(env)), 'smoke': bool(smoke),
+             'config': config,
              'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
              'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),
              'runs': {str(s): runs[s] for s in seeds}, 'failures': failures,
-             'figures': figures_, 'figures_partial': partial, 'findings': findings, 'beyond_claims': claims}
+             'figures': figures_, 'figures_partial': partial, 'findings': findings,
+             'claims': aggregate_verdicts(per_seed_claims), 'beyond_claims': claims}
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / 'sweep.json.tmp'
     tmp.write_text(json.dumps(sweep, indent=1))

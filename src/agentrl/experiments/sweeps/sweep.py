@@ -44,14 +44,19 @@ MAX_ATTEMPTS = 2
 
 # --- the sweep
 
-def plan(out, config=None, overrides=None, grid=None) -> list:
+def plan(out, config=None, overrides=None, grid=None, env: str = 'bugfix') -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
 
     No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
-    ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key).
+    ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key),
+    on the environment ``env`` (its ``--env`` name).
     """
-    from ..chapter15.config import Ch15Config, apply, effective
-    config = config or Ch15Config()
+    from ..chapter15.config import Ch15Config, apply
+    from ..chapter15.config import effective as _effective
+    from ..chapter15.envs import get_env
+    setup = get_env(env)
+    effective = lambda cfg: _effective(cfg, env=setup)  # noqa: E731
+    config = config or Ch15Config.for_env(setup)
     overrides = dict(overrides or {})
     out = Path(out)
     if not grid:
@@ -67,13 +72,16 @@ def plan(out, config=None, overrides=None, grid=None) -> list:
     return variants
 
 
-def check_resume(variants: list, seeds, threads: int = 1) -> None:
-    """Refuse to resume into seed folders written with another config (saying which keys differ) or another
-    thread count (whose float rounding differs, so the finished sections would not match the rest)."""
+def check_resume(variants: list, seeds, threads: int = 1, env: str = 'bugfix') -> None:
+    """Refuse to resume into seed folders written on another environment or with another config (saying which keys
+    differ) or another thread count (whose float rounding differs, so the finished sections would not match the rest)."""
     from ..chapter15.config import describe_differences, differences
     for v in variants:
         for s in seeds:
             saved = read_results(seed_dir(v['folder'], s) / 'results.json')
+            if saved and saved.get('env', 'bugfix') != env:
+                raise ValueError(f"{seed_dir(v['folder'], s)} was written on another environment ({saved.get('env', 'bugfix')}, "
+                                 f'now {env}); resume with the same --env or use another --out')
             if saved and saved.get('seed') == s:
                 diffs = differences(saved.get('config'), v['record'])
                 if diffs:
@@ -87,7 +95,8 @@ def check_resume(variants: list, seeds, threads: int = 1) -> None:
 
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
-              config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1) -> dict:
+              config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1,
+              env: str = 'bugfix') -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
@@ -95,7 +104,8 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     (the keys the user set, recorded) apply to every variant; ``grid`` is ``config.parse_grid``'s list.
     ``extended`` runs ``reproduce --extended`` per seed (the chapter plus its exercises). ``threads``: torch
     threads per seed (default 1); the same seed gives the same figures at the same thread count, and
-    another count rounds differently (a check of how robust a finding is to float rounding).
+    another count rounds differently (a check of how robust a finding is to float rounding). ``env``: the
+    environment every seed runs on (its ``--env`` name; its budgets are the default config's).
     """
     from dataclasses import asdict
 
@@ -112,9 +122,10 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f'threads must be a positive int, got {threads!r}')
     seeds = sorted(set(seeds))
-    variants = plan(out, config or (Ch15Config.smoke() if smoke else Ch15Config()), overrides, grid)
+    from ..chapter15.envs import get_env
+    variants = plan(out, config or (Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env))), overrides, grid, env)
     if resume:
-        check_resume(variants, seeds, threads)
+        check_resume(variants, seeds, threads, env)
     out.mkdir(parents=True, exist_ok=True)
     asked, workers = workers, workers or max(1, (os.cpu_count() or 1) // threads)
     SECTIONS = globals()['SECTIONS'] + (('beyond',) if extended else ())  # noqa: N806 (this sweep's sections)
@@ -164,7 +175,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
                 runs[job]['status'] = 'running'
                 var = variants[v]
                 h = be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), resume or again, attempt,
-                              faults.get(seed), extended, var['overrides'], threads)
+                              faults.get(seed), extended, var['overrides'], threads, env)
                 inflight[h] = (job, attempt, time.perf_counter())
                 bar.start_task(ids[job])
                 bar.update(ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -217,7 +228,8 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     for v, var in enumerate(variants):
         sweeps[var['name']] = summarize_sweep(var['folder'], seeds, {s: runs[v, s] for s in seeds}, failures[v],
                                               config=var['record'], smoke=smoke, backend=backend, workers=workers,
-                                              wall=wall, overrides=var['overrides'], variant=var['name'], threads=threads)
+                                              wall=wall, overrides=var['overrides'], variant=var['name'], threads=threads,
+                                              env=env)
     if not grid:
         return sweeps[None]
     return write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
@@ -227,6 +239,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
 
 def add_parser(sub):
     """Register ``agentrl sweep`` on an argparse subparsers object."""
+    from ..chapter15.envs import DEFAULT, ENVIRONMENTS
     p = sub.add_parser('sweep', help='run the chapter 15 reproduction over several seeds (and a grid of variants) and '
                        'aggregate: mean, 95%% CI, hold rates', description=__doc__.split('\n\n')[0])
     p.add_argument('--seeds', type=parse_seeds, default=parse_seeds('0-9'),
@@ -242,6 +255,8 @@ def add_parser(sub):
     p.add_argument('--resume', action='store_true', help='skip seeds already complete in OUT, resume partial ones '
                    '(refuses folders written with another config)')
     p.add_argument('--smoke', action='store_true', help='the tiny Ch15Config.smoke() budget (for testing; figures meaningless)')
+    p.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS),
+                   help="the environment every seed runs on (default bugfix, the chapter's own)")
     p.add_argument('--extended', action='store_true', help="run each seed with reproduce --extended (the chapter's "
                    'exercises and the clipped trainer) and aggregate those comparisons too')
     add_setting_args(p)
@@ -256,8 +271,9 @@ def main(args) -> int:
     import sys
 
     from ..chapter15.config import parse_grid, resolve
+    from ..chapter15.envs import get_env
     try:  # every setting is checked before anything runs (and before torch is imported)
-        config, overrides = resolve(args.smoke, args.config, args.sets)
+        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env))
         grid = parse_grid(args.grid)
     except ValueError as e:
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
@@ -276,7 +292,7 @@ def main(args) -> int:
     try:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
-                           config=config, overrides=overrides, grid=grid, threads=args.threads)
+                           config=config, overrides=overrides, grid=grid, threads=args.threads, env=args.env)
     except ValueError as e:  # a model setting torch rejects, or --resume into another config or thread count
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
@@ -291,6 +307,12 @@ def main(args) -> int:
                       markup=False, highlight=False)
         if low:
             console.print('lowest hold rates: ' + '; '.join(f"{n} {r['hold_rate']:.0%}" for n, r in low), markup=False)
+        claims = sweep.get('claims') or {}
+        if claims:
+            every = sum(c['held'] == c['n'] for c in claims.values())
+            console.print(f"the chapter's claims: {every} of {len(claims)} hold at every seed; lowest: " + '; '.join(
+                f"{k} {c['hold_rate']:.0%}" for k, c in sorted(claims.items(), key=lambda kv: kv[1]['hold_rate'])[:5]),
+                markup=False, highlight=False)
         if sweep['failed_seeds']:
             failed = True
             console.print(f"[red]failed seeds: {', '.join(map(str, sweep['failed_seeds']))} (see sweep.json 'failures')[/red]")

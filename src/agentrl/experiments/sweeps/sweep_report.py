@@ -18,14 +18,18 @@ def _threads(sweep: dict) -> int:
 def render(sweep: dict, figure: str | None = None) -> str:
     """The whole of sweep.md from a sweep dict (``sweep.json``)."""
     S = lambda key, d=2: fmt(_stat(sweep, key), d)  # noqa: E731
+    env = sweep.get('env', 'bugfix')
+    ch = env == 'bugfix'  # the chapter's own figures are BugFix's: beside a BugFix sweep's only
+    P = (lambda v: f' ({v})') if ch else (lambda v: '')  # noqa: E731
     n, seeds = sweep['n'], sweep['seeds']
-    title = f"Chapter 15 over {len(seeds)} seeds" + (f": {sweep['variant']}" if sweep.get('variant') else '')
+    title = (f"Chapter 15 over {len(seeds)} seeds" + (f' on {env}' if not ch else '')
+             + (f": {sweep['variant']}" if sweep.get('variant') else ''))
     md = [f'# {title}', '',
           f"Seed shifts {', '.join(map(str, seeds))}; {sweep['budget']} budget; backend {sweep['backend']}, "
           f"{sweep['workers']} workers, {_threads(sweep)} torch thread(s) each; {sweep['wall_seconds']:.0f} s wall. "
           f"**{n} of {len(seeds)} seeds aggregated**" + (f"; failed: {', '.join(map(str, sweep['failed_seeds']))}" if sweep['failed_seeds'] else '') + '.',
           '', f'Each cell: mean ± half-width of the 95% confidence interval over the {n} seeds '
-          '(t quantile × sample std / √n), then the chapter\'s single-seed figure in parentheses; '
+          '(t quantile × sample std / √n)' + (", then the chapter's single-seed figure in parentheses" if ch else '') + '; '
           '[n=k] marks a figure only k seeds have (e.g. a DPO log when a seed found no pair).', '']
     if sweep.get('overrides'):
         md += ['Settings changed from the ' + ('smoke preset' if sweep.get('smoke') else "chapter's") + ': ' +
@@ -36,8 +40,10 @@ def render(sweep: dict, figure: str | None = None) -> str:
     for name, r in sorted(sweep['findings'].items(), key=lambda kv: (kv[1]['hold_rate'], kv[0])):
         fails = [s for s, v in r['per_seed'].items() if not v['holds']]
         rows.append((name, r['chapter'], f"{r['hold_rate']:.0%}", f"{r['held']}/{r['n']}", ', '.join(fails) or '—'))
-    md += ['## Findings, by hold rate', '', table(['finding (band)', 'chapter', 'hold rate', 'held', 'seeds where it fails'], rows)
-           if rows else 'No seed finished.', '']
+    if ch:
+        md += ['## Findings, by hold rate', '', table(['finding (band)', 'chapter', 'hold rate', 'held', 'seeds where it fails'], rows)
+               if rows else 'No seed finished.', '']
+    md += claimtable(sweep)
     if sweep.get('beyond_claims'):
         crow = []
         for name, c in sweep['beyond_claims'].items():
@@ -54,21 +60,22 @@ def render(sweep: dict, figure: str | None = None) -> str:
         return '\n'.join(md + _runs_md(sweep))
 
     md += ['## 15.1 Trajectory SFT and the action mask', '',
-           table(['owner', 'share of predicted tokens', 'chapter'],
-                  [(k, S(f'15.1/owner_share/{k}', 3), c) for k, c in [('template', '9%'), ('prompt', '9%'), ('policy', '19%'), ('tool', '63%')]]),
-           '', f"Loss at init: masked {S('15.1/loss_masked', 3)}, unmasked {S('15.1/loss_unmasked', 3)} (chapter 5.913 / 5.879; "
-           f"log V = {S('15.1/log_vocab', 3)}).", '']
+           table(['owner', 'share of predicted tokens', *(['chapter'] if ch else [])],
+                 [(k, S(f'15.1/owner_share/{k}', 3), *((c,) if ch else ()))
+                  for k, c in [('template', '9%'), ('prompt', '9%'), ('policy', '19%'), ('tool', '63%')]]),
+           '', f"Loss at init: masked {S('15.1/loss_masked', 3)}, unmasked {S('15.1/loss_unmasked', 3)} ("
+           + ('chapter 5.913 / 5.879; ' if ch else '') + f"log V = {S('15.1/log_vocab', 3)}).", '']
     rows = []
     for label, key in [('weak base', '15.2/weak'), ('oracle SFT', '15.2/oracle_sft'), ('after RFT', '15.3/after_rft'), ('mismatched', '15.6/mismatch')]:
         c = CH_DESCRIBE[label]
-        rows.append((label, *(f"{S(f'{key}/{m}', d)} ({cv})" for m, d, cv in
+        rows.append((label, *(f"{S(f'{key}/{m}', d)}{P(cv)}" for m, d, cv in
                               zip(['train', 'held', 'invalid', 'reads', 'entropy'], [3, 3, 2, 2, 3], c))))
     ch_sft = {k: (a, b) for k, a, b in CH_SFT}
     sft_rows, k = [], 0
     while _stat(sweep, f'15.2/hist_sft/{k}/0'):
         step = round(_stat(sweep, f'15.2/hist_sft/{k}/0')['mean'])
         c = ch_sft.get(step, ('—', '—'))
-        sft_rows.append((step, f"{S(f'15.2/hist_sft/{k}/1')} ({c[0]})", f"{S(f'15.2/hist_sft/{k}/2')} ({c[1]})"))
+        sft_rows.append((step, f"{S(f'15.2/hist_sft/{k}/1')}{P(c[0])}", f"{S(f'15.2/hist_sft/{k}/2')}{P(c[1])}"))
         k += 1
     md += ['## 15.2 Warm start: format first, then skill', '',
            table(['policy', 'train', 'held-out', 'invalid/ep', 'reads', 'action entropy'], rows), '',
@@ -77,65 +84,81 @@ def render(sweep: dict, figure: str | None = None) -> str:
     rft_rows, k = [], 0
     while _stat(sweep, f'15.3/rounds/{k}/rate'):
         c = CH_RFT[k] if k < len(CH_RFT) else ('—',) * 5
-        rft_rows.append((k, f"{S(f'15.3/rounds/{k}/rate', 3)} ({c[0]})", f"{S(f'15.3/rounds/{k}/kept', 1)} ({c[1]})",
-                         f"{S(f'15.3/rounds/{k}/n_solved', 1)} ({c[2]})", f"{S(f'15.3/hist_rft/{k + 1}/1')} ({c[3]})",
-                         f"{S(f'15.3/hist_rft/{k + 1}/2')} ({c[4]})"))
+        rft_rows.append((k, f"{S(f'15.3/rounds/{k}/rate', 3)}{P(c[0])}", f"{S(f'15.3/rounds/{k}/kept', 1)}{P(c[1])}",
+                         f"{S(f'15.3/rounds/{k}/n_solved', 1)}{P(c[2])}", f"{S(f'15.3/hist_rft/{k + 1}/1')}{P(c[3])}",
+                         f"{S(f'15.3/hist_rft/{k + 1}/2')}{P(c[4])}"))
         k += 1
     gap = _stat(sweep, '15.3/grad_gap')
     md += ['## 15.3 Rejection sampling and expert iteration', '',
            f"Gradient identity max |g_pg - ratio * g_rft|: mean {gap['mean']:.1e}, max over seeds {max(gap['values']):.1e} "
-           f"over {gap['n']} seeds with a success in the sample (chapter 1.4e-09)." if gap else
+           f"over {gap['n']} seeds with a success in the sample{P('chapter 1.4e-09')}." if gap else
            'Gradient identity: no seed had a success in its sample.',
-           f"cosine(baseline PG, RFT) = {S('15.3/cosine', 3)} (chapter 0.985). "
-           f"Train tasks never solved by the weak base: {S('15.3/n_never_solved', 1)} (chapter 4).", '',
+           f"cosine(baseline PG, RFT) = {S('15.3/cosine', 3)}{P('chapter 0.985')}. "
+           f"Train tasks never solved by the weak base: {S('15.3/n_never_solved', 1)}{P('chapter 4')}.", '',
            table(['round', 'sample pass', 'kept', 'tasks solved', 'train', 'held-out'], rft_rows), '']
     ch_dpo = {c[0]: c for c in CH_DPO}
     dpo_rows, k = [], 0
     while _stat(sweep, f'15.4/log/{k}/step'):
         step = round(_stat(sweep, f'15.4/log/{k}/step')['mean'])
         c = ch_dpo.get(step, ('—',) * 6)
-        dpo_rows.append((step, *(f"{S(f'15.4/log/{k}/{m}')} ({cv})" for m, cv in
+        dpo_rows.append((step, *(f"{S(f'15.4/log/{k}/{m}')}{P(cv)}" for m, cv in
                                  zip(['d_chosen', 'd_rejected', 'train', 'held', 'invalid'], c[1:]))))
         k += 1
     md += ['## 15.4 DPO for agent trajectories', '',
            f"Loss values at ratios (0,0), (+2,-2), (-2,+2): {' / '.join(S(f'15.4/loss_values/{i}', 4) for i in range(3))} "
-           f"(chapter 0.6931 / 0.1269 / 2.1269). Pairs {S('15.4/pairs', 1)} over {S('15.4/tasks_with_pair', 1)} tasks (chapter 55 / 14).", '',
+           f"{P('chapter 0.6931 / 0.1269 / 2.1269')}. Pairs {S('15.4/pairs', 1)} over {S('15.4/tasks_with_pair', 1)} tasks"
+           f"{P('chapter 55 / 14')}.", '',
            table(['step', 'd_chosen', 'd_rejected', 'train', 'held', 'invalid/ep'], dpo_rows), '']
     rec_rows = []
     for name in RECIPES:
         k = _last_point(sweep, name)
         c = CH_RECIPES[name]
-        rec_rows.append((name, f"{S(f'15.5/cost/{name}/demos', 0)} ({c[0]})", f"{S(f'15.5/cost/{name}/sampled', 0)} ({c[1]})",
-                         f"{S(f'15.5/curves/{name}/{k}/1')} ({c[2]})", f"{S(f'15.5/curves/{name}/{k}/2')} ({c[3]})"))
+        rec_rows.append((name, f"{S(f'15.5/cost/{name}/demos', 0)}{P(c[0])}", f"{S(f'15.5/cost/{name}/sampled', 0)}{P(c[1])}",
+                         f"{S(f'15.5/curves/{name}/{k}/1')}{P(c[2])}", f"{S(f'15.5/curves/{name}/{k}/2')}{P(c[3])}"))
     md += ['## 15.5 Four recipes from the same weak base', '',
            'Final points of each curve.', '',
            table(['recipe', 'demos', 'sampled', 'train', 'held'], rec_rows), '']
     md += roadtable(sweep)
     if figure:
         md += [f'![Figure 15.3 with 95% CI bands]({figure})', '']
-    probe_rows = [(label, *(f"{S(f'15.6/probe/{label}/{m}', d)} ({cv})" for m, d, cv in zip(['held', 'signal', 'entropy'], [2, 2, 3], c)))
+    probe_rows = [(label, *(f"{S(f'15.6/probe/{label}/{m}', d)}{P(cv)}" for m, d, cv in zip(['held', 'signal', 'entropy'], [2, 2, 3], c)))
                   for label, c in CH_PROBE.items()]
-    nll_rows = [(name, *(S(f'15.6/dpo_vs_dpo_nll/{i}/{m}') for m in ['train', 'held', 'invalid', 'd_chosen', 'd_rejected']), ch)
-                for i, (name, ch) in enumerate([('DPO', 'train 0.41, invalid 2.02'), ('DPO + NLL', 'train 0.69, invalid 0.61')])]
+    nll_rows = [(name, *(S(f'15.6/dpo_vs_dpo_nll/{i}/{m}') for m in ['train', 'held', 'invalid', 'd_chosen', 'd_rejected']),
+                 *((chf,) if ch else ()))
+                for i, (name, chf) in enumerate([('DPO', 'train 0.41, invalid 2.02'), ('DPO + NLL', 'train 0.69, invalid 0.61')])]
     hack_rows, k = [], 0
     while _stat(sweep, f'15.6/hacking/{k}/kept'):
         c = CH_HACK[k] if k < len(CH_HACK) else ('—',) * 4
-        hack_rows.append((k + 1, f"{S(f'15.6/hacking/{k}/kept', 1)} ({c[0]})", f"{S(f'15.6/hacking/{k}/hacks', 1)} ({c[1]})",
-                          S(f'15.6/hacking/{k}/hack_share'), f"{S(f'15.6/hacking/{k}/public')} ({c[2]})",
-                          f"{S(f'15.6/hacking/{k}/hidden')} ({c[3]})"))
+        hack_rows.append((k + 1, f"{S(f'15.6/hacking/{k}/kept', 1)}{P(c[0])}", f"{S(f'15.6/hacking/{k}/hacks', 1)}{P(c[1])}",
+                          S(f'15.6/hacking/{k}/hack_share'), f"{S(f'15.6/hacking/{k}/public')}{P(c[2])}",
+                          f"{S(f'15.6/hacking/{k}/hidden')}{P(c[3])}"))
         k += 1
     md += ['## 15.6 Design questions in practice', '',
            table(['checkpoint', 'held-out pass', 'groups with signal', 'action entropy'], probe_rows), '',
-           f"Template mismatch: NLL on correctly rendered demos {S('15.6/mismatch/nll', 3)} (chapter 0.815).", '',
-           table(['final DPO step', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected', 'chapter'], nll_rows), '',
-           f"Dedup: {S('15.6/dedup/distinct', 1)} distinct action sequences among {S('15.6/dedup/kept', 1)} kept episodes of RFT round 1 (chapter 21 of 84).", '',
+           f"Template mismatch: NLL on correctly rendered demos {S('15.6/mismatch/nll', 3)}{P('chapter 0.815')}.", '',
+           table(['final DPO step', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected', *(['chapter'] if ch else [])],
+                 nll_rows), '',
+           f"Dedup: {S('15.6/dedup/distinct', 1)} distinct action sequences among {S('15.6/dedup/kept', 1)} kept episodes of RFT "
+           f"round 1{P('chapter 21 of 84')}.", '',
            table(['public-filter round', 'kept', 'fail hidden tests', 'hack share', 'public pass', 'hidden pass'], hack_rows), '']
     return '\n'.join(md + _runs_md(sweep))
 
 
+def claimtable(sweep: dict) -> list:
+    """The chapter's claims (``chapter15.claims``) over the seeds: hold rate and the seeds where each fails."""
+    rows = [(f"{c['section']} `{key}`", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}",
+             ', '.join(s for s, v in c['per_seed'].items() if not v['holds']) or '—')
+            for key, c in (sweep.get('claims') or {}).items()]
+    if not rows:
+        return []
+    held = sum(c['held'] == c['n'] for c in sweep['claims'].values())
+    return ["## The chapter's claims", '', f"{held} of {len(rows)} claims hold at every seed (`docs/claims.md`).", '',
+            table(['claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'], rows), '']
+
+
 def familytable(sweep: dict) -> list:
-    """Held-out pass per bug family after oracle SFT (15.2): one row per seed, each seed's lowest family in bold,
-    then the mean ± CI and the minimum over seeds per family."""
+    """Held-out pass per task group after oracle SFT (15.2): one row per seed, each seed's lowest group in bold,
+    then the mean ± CI and the minimum over seeds per group."""
     fams = list(by_family({k.split('/')[-1]: 0 for k in sweep['figures'] if k.startswith('15.2/heldout_by_family/')}))
     if not fams:
         return []
@@ -144,8 +167,8 @@ def familytable(sweep: dict) -> list:
     rows = [(f'seed {s}', *bold_min([stats[f]['values'][i] for f in fams])) for i, s in enumerate(seeds)]
     rows.append(('mean ± CI', *(fmt(stats[f]) for f in fams)))
     rows.append(('minimum over seeds', *bold_min([min(stats[f]['values']) for f in fams])))
-    return ['Held-out pass per bug family after oracle SFT (the episodes of the oracle SFT row above; in each row '
-            'the lowest family in bold). Transfer holds only if every family carries over, at every seed.', '',
+    return ['Held-out pass per task group after oracle SFT (the episodes of the oracle SFT row above; in each row '
+            'the lowest group in bold). Transfer holds only if every group carries over, at every seed.', '',
             table(['', *fams], rows), '']
 
 
@@ -171,8 +194,8 @@ def roadtable(sweep: dict) -> list:
     rows = [(f'seed {s}', *(f"{at[key][s]:.2f}" if s in at[key] else '—' for key in order)) for s in seeds]
     rows.append(('mean ± CI', *(fmt(cells[key]) for key in order)))
     return ['Per seed: each RL recipe\'s final train and held-out pass, and the share of its final train episodes that '
-            '*read* before editing. RL only that edits at once can go only by each function\'s name (held-out stays near '
-            'the weak base\'s); RL only that learned to read picks the fix from the source, and its held-out pass rises.', '',
+            '*read* before acting. RL only that acts at once can go only by the names in the prompt (held-out stays near '
+            'the weak base\'s); RL only that learned to read takes its answer from the reply, and its held-out pass rises.', '',
             table(['', 'SFT -> RL train', 'held', 'reads first', 'RL only train', 'held', 'reads first'], rows), '']
 
 
