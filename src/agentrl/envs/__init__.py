@@ -7,11 +7,12 @@
   ``reset`` / ``step`` the rollouts use;
 - ``play``: scripted play as text (no model, no tokens);
 - ``check``: ``check_text_env``, which checks an environment against the protocol;
-- ``bugfix/``: the BugFix gym of chapter 15.
+- ``bugfix/``: the BugFix gym of chapter 15;
+- ``wiring/``: the Wiring gym, a second one built to tell the chapter's lessons from BugFix's.
 
 The rest of the library imports this package's protocol, never a gym: recipes, rollouts and
 renderers take the environment from their caller, by default the Gymnasium id registered here
-(``'agentrl/BugFix-v0'``; the entry point is a string, so registering imports no gym).
+(``'agentrl/BugFix-v0'``; the entry points are strings, so registering imports no gym).
 """
 import gymnasium as gym
 
@@ -28,3 +29,5 @@ __all__ = ['DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvSte
 
 gym.register(id='agentrl/BugFix-v0', entry_point='agentrl.envs.bugfix:BugFixEnv')
 """``gymnasium.make('agentrl/BugFix-v0', reward='public')`` builds a ``BugFixEnv``."""
+gym.register(id='agentrl/Wiring-v0', entry_point='agentrl.envs.wiring:WiringEnv')
+"""``gymnasium.make('agentrl/Wiring-v0')`` builds a ``WiringEnv``."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...envs.bugfix import make_tasks as bugfix_tasks
+from ...envs.wiring import make_tasks as wiring_tasks
 from ...envs.protocol import env_attr, make_env_factory
 from ...tokenizer import build_tokenizer
 
@@ -53,6 +54,7 @@ class ChapterEnv:
 
 ENVIRONMENTS = {
     'bugfix': ChapterEnv('bugfix', 'the BugFix gym', 'agentrl/BugFix-v0', bugfix_tasks, task_label='functions'),
+    'wiring': ChapterEnv('wiring', 'the Wiring gym', 'agentrl/Wiring-v0', wiring_tasks, task_label='registries'),
 }
 """Every environment ``--env`` takes, by name; ``'bugfix'`` is the chapter's own."""
 DEFAULT = 'bugfix'

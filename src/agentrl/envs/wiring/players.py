@@ -1,0 +1,97 @@
+"""Scripted players for the Wiring gym: ``oracle``, ``blind`` and ``random`` (as BugFix's, see ``bugfix.players``).
+
+A player maps the latest observation (text) to the next call (text), seeded per episode from
+``(kind, seed, task, episode number)``.
+
+- ``oracle`` reads: ``get`` the service the prompt names, follows a ``moved to`` reply with a second
+  ``get``, then ``set`` the needed field to the value *it read in the reply*, and submits. It solves
+  all 28 tasks, and it never looks at a task object: everything comes from the text.
+- ``blind`` sets the needed field to a guess among that field's eight common values, without reading,
+  then submits: about one task in eight, and never a ``moved`` task (their ports are archive ports).
+- ``random`` plays well-formed but unskilled episodes: it sometimes lists or looks a random service
+  up, sets a guessed value (the wildcard ``all`` weighted 3x, so the exploit is in the weak base's
+  data), sometimes pings or looks again after, and usually submits.
+"""
+from __future__ import annotations
+
+import random
+
+from .vocab import COMMON, FIELDS, SERVICES
+
+KINDS = ('oracle', 'blind', 'random')
+
+
+def _asked(prompt: str):
+    """(field, service) of a prompt ``wire orion : web needs the FIELD of SERVICE``."""
+    words = prompt.split()
+    return words[-3], words[-1]
+
+
+def read_value(reply: str, name: str):
+    """The value of field ``name`` in a ``get`` reply (``db : host h3 port p7 user u2``), or None."""
+    words = reply.split()
+    for i, w in enumerate(words[:-1]):
+        if w == name and words[i + 1] not in FIELDS:
+            return words[i + 1]
+    return None
+
+
+class WiringPlayer:
+    """A scripted player. ``reset(task_name)`` starts an episode; ``player(observation) -> call``."""
+
+    def __init__(self, kind: str, seed: int = 0):
+        if kind not in KINDS:
+            raise ValueError(f'unknown policy kind {kind!r}; valid kinds are {list(KINDS)}')
+        if not isinstance(seed, int):
+            raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+        self.kind, self.seed = kind, seed
+        self.episodes = 0
+        self.plan, self.asked = [], None
+
+    def reset(self, task_name: str):
+        self.rng = random.Random(f'{self.kind}:{self.seed}:{task_name}:{self.episodes}')
+        self.episodes += 1
+        self.plan, self.asked = None, None
+
+    def __call__(self, observation: str) -> str:
+        if self.asked is None:  # the first call: the observation is the prompt
+            self.asked = _asked(observation)
+            self.plan = getattr(self, '_' + self.kind)(*self.asked)
+            if self.kind == 'oracle':
+                next(self.plan)  # run it to its first yield, ready to be sent the prompt
+        return self.plan.send(observation) if self.kind == 'oracle' else next(self.plan, 'submit')
+
+    # --- the three players, as generators of calls
+    def _oracle(self, needs, service):
+        """Look the service up, follow a move, set the value read, submit (a generator fed each reply)."""
+        yield None  # primed by the first send (the prompt)
+        reply = yield f'get {service}'
+        while ' moved to ' in f' {reply} ':
+            service = reply.split()[-1]
+            reply = yield f'get {service}'
+        value = read_value(reply, needs)
+        yield f'set {needs} {value}'
+        while True:
+            yield 'submit'
+
+    def _blind(self, needs, service):
+        yield f'set {needs} {self.rng.choice(COMMON[needs])}'
+        yield 'submit'
+
+    def _random(self, needs, service):
+        rng = self.rng
+        if rng.random() < 0.3:
+            yield rng.choice(['list', f'get {service}', f'get {rng.choice(SERVICES)}'])
+        yield f'set {needs} {rng.choice(COMMON[needs] + ("all",) * 3)}'
+        if rng.random() < 0.25:
+            yield rng.choice(['ping', f'get {service}', 'get web'])
+        if rng.random() < 0.9:
+            yield 'submit'
+        else:  # wander (pinging) until the turn limit ends the episode
+            while True:
+                yield 'ping'
+
+
+def scripted_policy(kind: str, seed: int = 0) -> WiringPlayer:
+    """A scripted Wiring player of ``kind`` (``'oracle'``, ``'blind'`` or ``'random'``), seeded by ``seed``."""
+    return WiringPlayer(kind, seed)
