@@ -9,7 +9,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-.PHONY: install reproduce test bench clean
+.PHONY: install reproduce test bench docs clean
 install: $(STAMP)
 
 reproduce: $(STAMP)  ## run the chapter end to end; results, report and figures in runs/reproduce
@@ -22,5 +22,9 @@ bench: $(STAMP)  ## rollout and training throughput against a transformers GPT-2
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	$(BIN)/agentrl bench
 
+docs: $(STAMP)  ## this documentation site, built strictly into site/ (no network needed)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

@@ -155,3 +155,65 @@ def test_cli_reproduce_extended_smoke_end_to_end_with_settings(tmp_path):
     assert set(beyond) == {'star', 'rft_baseline', 'dpo', 'select', 'grpo', 'uncovered'}
     assert beyond['uncovered'] in ([], ['init']) or set(beyond['uncovered']) <= set(arl.FAMILIES)
     assert '## Beyond the chapter' in (tmp_path / 'report.md').read_text()
+
+
+class DiskFull(OSError):
+    pass
+
+
+FLAKY = {'armed': False}
+
+
+class FlakyBugFix(arl.BugFixEnv):
+    """BugFix, but the first submit after ``FLAKY['armed']`` is set raises (a tool whose disk filled up)."""
+
+    def step(self, action):
+        if FLAKY['armed'] and action.split()[:1] == ['submit']:
+            FLAKY['armed'] = False
+            raise DiskFull('no space left on device')
+        return super().step(action)
+
+
+def test_an_environment_that_raises_stops_the_run_and_it_resumes(first, tmp_path, monkeypatch):
+    """A rollout stops with an error naming the class, task, turn and call (the original chained); the finished
+    sections are kept, and the resumed run ends with the figures of an uninterrupted one."""
+    import gymnasium as gym
+
+    from agentrl.experiments.chapter15 import envs
+    gym.register(id='agentrl-test/FlakyBugFix-v0', entry_point=FlakyBugFix)
+    monkeypatch.setitem(envs.ENVIRONMENTS, 'flaky', envs.ChapterEnv('flaky', 'a flaky BugFix', 'agentrl-test/FlakyBugFix-v0',
+                                                                     arl.make_tasks, task_label='functions'))
+
+    def arm_after_15_2(section, done, resumed=False):
+        if done and section == '15.2':
+            FLAKY['armed'] = True
+
+    with pytest.raises(arl.EnvStepError, match=r"FlakyBugFix\.step raised on task '[a-z_/]+', turn \d+, call "
+                                               r"'submit': DiskFull: no space left on device") as err:
+        Chapter15(tmp_path, config=Ch15Config.smoke(), log=lambda line: None, progress=arm_after_15_2, env='flaky').run()
+    assert isinstance(err.value.__cause__, DiskFull)
+    assert set(sections(tmp_path)) == {'setup', '15.1', '15.2'}
+    Chapter15(tmp_path, resume=True, config=Ch15Config.smoke(), log=lambda line: None, env='flaky').run()
+    saved, clean = json.loads((tmp_path / 'results.json').read_text()), json.loads((first[0] / 'results.json').read_text())
+    assert saved['env'] == 'flaky' and saved['sections'] == clean['sections'] and saved['transcript'] == clean['transcript']
+    with pytest.raises(ValueError, match=r'written on another environment \(flaky, now bugfix\)'):
+        Chapter15(tmp_path, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
+
+
+@pytest.mark.parametrize('content', ['{"sections": {"15.1"', 'not json at all', '[1, 2, 3]'])
+def test_resume_onto_a_damaged_results_json_names_the_file_and_what_to_do(tmp_path, content):
+    (tmp_path / 'results.json').write_text(content)
+    with pytest.raises(ValueError, match=r'results\.json is not a (readable )?results\.json.*move it away'):
+        run(tmp_path, resume=True)
+    if content.startswith('{'):  # the command says the same, as its other errors do (once: it starts torch)
+        res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--resume', '--smoke', '--out',
+                              str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and 'Traceback' not in res.stderr
+        assert res.stderr.startswith('agentrl reproduce: error: ') and str(tmp_path / 'results.json') in res.stderr
+
+
+def test_export_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'export', str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and 'Traceback' not in res.stderr
+    assert res.stderr.startswith('agentrl export: error: ') and 'agentrl reproduce' in res.stderr

@@ -45,7 +45,7 @@ _LAZY = {
 """Every public name -> the module (relative to the package) that defines it."""
 
 __all__ = list(_LAZY)
-__version__ = '0.3.0'
+__version__ = '0.4.0'
 
 
 def __getattr__(name):

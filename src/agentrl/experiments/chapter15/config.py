@@ -329,6 +329,8 @@ def parse_grid(items) -> list:
         if len(set(values)) < len(values) or '' in values:
             raise ValueError(f'--grid {key}: values must be distinct and non-empty, got {raw!r}')
         axes.append((key, [(v, coerce(knobs()[key], v)) for v in values]))
+    if not axes:  # no --grid: no variants (a plain sweep)
+        return []
     variants = []
     for combo in itertools.product(*[[(k, text, val) for text, val in vals] for k, vals in axes]):
         variants.append(('+'.join(f'{k}={text}' for k, text, _ in combo), {k: val for k, _, val in combo}))

@@ -35,7 +35,8 @@ def bold_min(values, digits=2) -> list:
 
 
 def by_family(d: dict | None) -> dict:
-    """A dict keyed by bug family in the order of ``FAMILIES`` (``results.json`` sorts its keys)."""
-    from ...envs.bugfix import FAMILIES
+    """A dict keyed by task group in its environment's order (BugFix: ``FAMILIES``; ``results.json`` sorts its keys)."""
+    from .envs import ENVIRONMENTS
     d = d or {}
-    return {f: d[f] for f in [*FAMILIES, *sorted(set(d) - set(FAMILIES))] if f in d}
+    known = [g for env in ENVIRONMENTS.values() for g in env.groups()]
+    return {f: d[f] for f in [*known, *sorted(set(d) - set(known))] if f in d}

@@ -1,0 +1,92 @@
+"""The documentation site: the API reference covers every public name, and ``mkdocs build --strict`` passes, and fails on a broken reference.
+
+(a) needs nothing but the repository; (b) and (c) need the ``docs`` extra (``pip install -e '.[docs]'``)
+and skip, saying so, without it. The strict build takes a few seconds; each check builds once.
+"""
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentrl
+
+ROOT = Path(__file__).resolve().parents[1]
+API = ROOT / 'docs' / 'api.md'
+DIRECTIVE = re.compile(r'^::: (\S+)\s*$', re.M)
+HAVE_DOCS = all(importlib.util.find_spec(m) for m in ('mkdocs', 'material', 'mkdocstrings', 'mkdocstrings_handlers'))
+needs_docs = pytest.mark.skipif(not HAVE_DOCS, reason="the docs extra is not installed (pip install -e '.[docs]')")
+
+
+def path_of(name: str) -> str:
+    return f'agentrl.{agentrl._LAZY[name]}.{name}'
+
+
+def test_every_public_name_has_a_directive_at_its_module():
+    directives = DIRECTIVE.findall(API.read_text())
+    missing = [path_of(n) for n in agentrl.__all__ if path_of(n) not in directives]
+    assert not missing, f'docs/api.md lacks ::: directives for {missing} (run python scripts/api_pages.py)'
+    names = [d for d in directives if d.rsplit('.', 1)[-1] in agentrl._LAZY]
+    assert len(names) == len(set(names)), 'a public name is documented twice'
+
+
+def test_api_page_is_what_the_script_writes():
+    res = subprocess.run([sys.executable, str(ROOT / 'scripts' / 'api_pages.py'), '--check'], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def build(config_dir: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'mkdocs', 'build', '--strict', '--config-file', str(config_dir / 'mkdocs.yml'),
+                           '--site-dir', str(site)], capture_output=True, text=True, cwd=config_dir, timeout=120,
+                          env={**os.environ, 'NO_MKDOCS_2_WARNING': '1'})
+
+
+def copy_site_sources(tmp: Path) -> Path:
+    """mkdocs.yml and docs/ copied into ``tmp``, with src/ linked (mkdocstrings reads the code from it)."""
+    shutil.copy(ROOT / 'mkdocs.yml', tmp / 'mkdocs.yml')
+    shutil.copytree(ROOT / 'docs', tmp / 'docs')
+    (tmp / 'src').symlink_to(ROOT / 'src')
+    return tmp
+
+
+def first_words(doc: str, n: int = 6) -> str:
+    """The opening words of a docstring as the page shows them (Markdown code marks dropped)."""
+    return ' '.join(doc.replace('``', '').replace('`', '').split()[:n])
+
+
+@needs_docs
+def test_strict_build_passes_and_shows_every_docstring(tmp_path):
+    res = build(ROOT, tmp_path / 'site')
+    assert res.returncode == 0, res.stdout + res.stderr
+    page = (tmp_path / 'site' / 'api.html').read_text()
+    text = re.sub(r'\s+', '', html.unescape(re.sub(r'<[^>]+>', '', page)))  # compared without whitespace
+    import griffe
+    package = griffe.load('agentrl', search_paths=[str(ROOT / 'src')])
+    for name in agentrl.__all__:
+        path = path_of(name)
+        assert f'id="{path}"' in page, f'{path}: no heading in the built API reference'
+        obj = package[path.removeprefix('agentrl.')]
+        doc = obj.docstring.value if obj.docstring else ''
+        assert doc.strip(), f'{path}: no docstring'
+        words = first_words(doc)
+        assert re.sub(r'\s+', '', words) in text, f'{path}: its docstring ({words!r}) is not on the built page'
+
+
+@needs_docs
+@pytest.mark.parametrize('breakage', ['link', 'directive'])
+def test_strict_build_fails_on_a_broken_reference(tmp_path, breakage):
+    src = copy_site_sources(tmp_path)
+    page = src / 'docs' / ('index.md' if breakage == 'link' else 'api.md')
+    bad = '\n[a page that does not exist](nope.md)\n' if breakage == 'link' else '\n::: agentrl.no_such_name\n'
+    page.write_text(page.read_text() + bad)
+    res = build(src, tmp_path / 'site')
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, f'the strict build passed with a broken {breakage}:\n{out}'
+    assert ('nope.md' if breakage == 'link' else 'no_such_name') in out, out

@@ -1,0 +1,49 @@
+"""The chapter on the Wiring gym (issue 26), at the smoke budget: the same sections, files, report, claims and tools."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentrl.experiments.chapter15.reproduction import SECTIONS
+
+
+@pytest.fixture(scope='module')
+def wiring_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp('wiring_run')
+    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--env', 'wiring', '--smoke', '--jobs', '1',
+                          '--out', str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out, res.stdout
+
+
+def test_reproduce_env_wiring_writes_the_chapters_files_and_ends_with_its_claims(wiring_run):
+    out, stdout = wiring_run
+    saved = json.loads((out / 'results.json').read_text())
+    assert saved['env'] == 'wiring' and saved['groups'] == ['port', 'host', 'user', 'moved']
+    assert set(saved['sections']) == {'setup', *SECTIONS}
+    assert saved['sections']['setup']['train_tasks'] == 20 and saved['sections']['setup']['heldout_tasks'] == 8
+    for name in ('report.md', 'transcript.txt', 'fig15_2_dpo.png', 'fig15_3_recipes.png', 'fig15_4_hacking.png',
+                 'checkpoints/weak.safetensors', 'checkpoints/sft_step60.safetensors', 'episodes/weak.json'):
+        assert (out / name).is_file(), name
+    last = stdout.strip().splitlines()[-4:]  # rich wraps the summary line at 80 columns
+    assert 'claims hold |' in ' '.join(last) and 'bands' not in ' '.join(last)
+    report = (out / 'report.md').read_text()
+    assert report.startswith('# Chapter 15 on the Wiring gym') and '## Claims' in report and '## Findings' not in report
+    assert 'chapter 0.815' not in report  # BugFix's own figures stay off another environment's report
+
+
+def test_the_tools_read_a_wiring_run(wiring_run, tmp_path, capsys):
+    from agentrl.cli import main
+    out, _ = wiring_run
+    for cmd, expect in [(['claims', str(out)], 'claims hold'), (['show', str(out), '--n', '1'], 'wire '),
+                        (['report', str(out), '--out', str(tmp_path / 'r.html')], ''),
+                        (['export', str(out), '--out', str(tmp_path / 'x'), '--no-check'], 'wrote ')]:
+        assert main(cmd) == 0, cmd
+        assert expect in capsys.readouterr().out, cmd
+    page = (tmp_path / 'r.html').read_text()
+    assert 'wire ' in page and 'moved/' in page
+    first = json.loads((tmp_path / 'x' / 'episodes.jsonl').read_text().splitlines()[0])
+    assert first['messages'][0]['content'].startswith('wire ')
