@@ -47,3 +47,28 @@ def test_the_tools_read_a_wiring_run(wiring_run, tmp_path, capsys):
     assert 'wire ' in page and 'moved/' in page
     first = json.loads((tmp_path / 'x' / 'episodes.jsonl').read_text().splitlines()[0])
     assert first['messages'][0]['content'].startswith('wire ')
+
+
+def test_copy_or_recall_sorts_every_episode_by_where_its_answer_came_from(wiring_run, capsys):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location('copy_or_recall', Path(__file__).parent.parent / 'scripts' / 'copy_or_recall.py')
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out, _ = wiring_run
+    totals = script.main([str(out), '--checkpoint', 'sft_step60', '--samples', '2'])
+    assert sum(totals['heldout'].values()) == 2 * 8 and sum(totals['train'].values()) == 2 * 20
+    assert set(totals['heldout']) <= set(script.CATEGORIES)
+    printed = capsys.readouterr().out
+    assert 'heldout' in printed and 'recalled' in printed
+    from agentrl.envs.wiring import WiringEnv, make_tasks, scripted_policy
+    from agentrl.envs import play
+    train_answers = {t.answer for t in make_tasks('train')}
+    task = make_tasks('heldout')[0]
+
+    class Episode:  # an oracle episode: its answer is read, so it is right
+        info = {'actions': play(WiringEnv(), task, scripted_policy('oracle')).calls}
+    assert script.classify(Episode, task, train_answers) == 'right'
+    recalled = next(t.answer for t in make_tasks('train') if t.needs == task.needs and t.answer != task.answer)
+    Episode.info = {'actions': [f'set {task.needs} {recalled}']}  # written without a look: recalled from training
+    assert script.classify(Episode, task, train_answers) == 'recalled'

@@ -42,7 +42,7 @@ class TinyAgentConfig:
     family cue is the signal shared by four train functions; at 8 it starts peaked on a few random
     tokens, and at some seeds it settles on the function name instead (held-out transfer fails).
     3 rather than 4 (the 0.2 default) also slows RL from the weak base, which at 4 learned the
-    train functions' names too well for section 15.5 at a third of the seeds (README, Sweeps)."""
+    train functions' names too well for section 15.5 at a third of the seeds (docs/tinyagent.md)."""
     abs_pos_std: float = 0.0
     """Init std of learned absolute position embeddings added to the input; 0 (default) leaves them
     out. With them, a policy trained on demos rendered without the template wrappers breaks on
@@ -239,7 +239,7 @@ class TinyAgent(nn.Module):
     positions on part of each head are a knob), and an output head separate from the input embedding. Why these choices: with absolute positions the policy
     memorises the function name at its fixed prompt slot instead of reading the source, and with a
     tied head the never-predicted names of held-out functions drift into noise; both block transfer
-    to held-out functions (``scripts/ablate_transfer.py`` measures each choice; see the README).
+    to held-out functions (``scripts/ablate_transfer.py`` measures each choice; see docs/tinyagent.md).
     Weights start small, so logits start near uniform (loss near log V). Right padding is safe:
     attention is causal, so pad tokens after a sequence never change its logits, and the padding
     is not computed at all (trailing id 0 is padding, or pass ``lengths``: see ``forward``).

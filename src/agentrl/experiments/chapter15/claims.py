@@ -8,8 +8,8 @@ band's threshold; where the band is a BugFix number, the claim states the relati
 illustrates (oracle SFT's held-out pass *far above the weak base's* instead of ``>= 0.75``).
 Each claim names the bands of the same finding, so its verdict on BugFix can be set beside theirs.
 
-The list was written, and committed, before the second gym's first run (see the README's
-"Which lessons are about the algorithms"). ``check_claims(results, env)`` -> one row per claim.
+The list was written, and committed, before the second gym's first run (``docs/lessons.md`` sets
+every claim's hold rate on BugFix beside the Wiring gym's). ``check_claims(results, env)`` -> one row per claim.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Callable
 class Claim:
     """One of the chapter's claims."""
     key: str
-    """A short name (``agentrl claims`` and the README's table use it)."""
+    """A short name (``agentrl claims`` and the tables of ``docs/lessons.md`` use it)."""
     section: str
     """The section that makes it."""
     lesson: str
