@@ -128,13 +128,12 @@ def aggregate(per_seed: dict) -> tuple:
     return full, partial
 
 
-def aggregate_findings(per_seed_findings: dict) -> dict:
-    """{seed: [(name, holds, figure)]} -> {name: hold rate, held, n, per-seed outcome and figure, chapter figure}."""
-    from ..chapter15.bands import CHAPTER
+def _hold_rates(per_seed: dict, key, head) -> dict:
+    """{seed: [(item, holds, figure)]} -> {key(item): {**head(item), per-seed outcome and figure, hold rate, held, n}}."""
     out = {}
-    for seed in sorted(per_seed_findings):
-        for name, ok, fig in per_seed_findings[seed]:
-            row = out.setdefault(name, {'chapter': CHAPTER.get(name, ''), 'per_seed': {}})
+    for seed in sorted(per_seed):
+        for item, ok, fig in per_seed[seed]:
+            row = out.setdefault(key(item), {**head(item), 'per_seed': {}})
             row['per_seed'][str(seed)] = {'holds': bool(ok), 'figure': fig}
     for row in out.values():
         oks = [v['holds'] for v in row['per_seed'].values()]
@@ -142,19 +141,17 @@ def aggregate_findings(per_seed_findings: dict) -> dict:
     return out
 
 
+def aggregate_findings(per_seed_findings: dict) -> dict:
+    """{seed: [(name, holds, figure)]} -> {name: hold rate, held, n, per-seed outcome and figure, chapter figure}."""
+    from ..chapter15.bands import CHAPTER
+    return _hold_rates(per_seed_findings, key=lambda name: name, head=lambda name: {'chapter': CHAPTER.get(name, '')})
+
+
 def aggregate_verdicts(per_seed_claims: dict) -> dict:
     """The chapter's claims over seeds: {seed: [(Claim, holds, measured)]} -> {key: section, test, hold rate, held, n,
     per-seed outcome and figure}, in the claims' order."""
-    out = {}
-    for seed in sorted(per_seed_claims):
-        for claim, ok, measured in per_seed_claims[seed]:
-            row = out.setdefault(claim.key, {'section': claim.section, 'lesson': claim.lesson, 'test': claim.test,
-                                             'per_seed': {}})
-            row['per_seed'][str(seed)] = {'holds': bool(ok), 'figure': measured}
-    for row in out.values():
-        oks = [v['holds'] for v in row['per_seed'].values()]
-        row.update(hold_rate=hold_rate(oks), held=sum(oks), n=len(oks))
-    return out
+    return _hold_rates(per_seed_claims, key=lambda c: c.key,
+                       head=lambda c: {'section': c.section, 'lesson': c.lesson, 'test': c.test})
 
 
 def aggregate_claims(per_seed: dict) -> dict:
