@@ -35,11 +35,9 @@ def test_a_figure_a_run_lacks_fails_its_claim_with_a_reason(run_dir):
 
 @pytest.fixture(scope='module')
 def run_dir(tmp_path_factory):
-    from agentrl.experiments.chapter15.chapter import Chapter15
-    from agentrl.experiments.chapter15.config import Ch15Config
-    out = tmp_path_factory.mktemp('claims')
-    Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None).run()
-    return out
+    """The session's smoke run on BugFix (shared with the report tests; read only here)."""
+    from test_html_report import smoke_report_dir
+    return smoke_report_dir(tmp_path_factory)
 
 
 def test_claims_and_bands_agree_where_they_share_a_threshold(run_dir):

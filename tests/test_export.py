@@ -14,15 +14,13 @@ import torch
 
 import agentrl as arl
 from agentrl.export import export_run, read_jsonl, run_trajectories, trajectory_messages
-from agentrl.experiments.chapter15.chapter import Chapter15
-from agentrl.experiments.chapter15.config import Ch15Config
+from test_html_report import smoke_report_dir
 
 
 @pytest.fixture(scope='module')
 def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp('export_run')
-    Chapter15(out, seed=0, config=Ch15Config.smoke(), log=lambda line: None).run()
-    return out
+    """The session's smoke run (shared with the report tests; read only here)."""
+    return smoke_report_dir(tmp_path_factory)
 
 
 def test_messages_are_the_conversation(smoke_run, tok):

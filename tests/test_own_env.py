@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import copy
 import random
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -22,7 +19,7 @@ from agentrl.recipes.grpo import grpo_loss, group_advantages
 from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_loss
 from agentrl.recipes.star import answer_ids, rationalize
 from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads
-from ownenv import EXAMPLE, mailroom
+from ownenv import mailroom
 
 M = mailroom()
 ENV = M.Mailroom
@@ -38,21 +35,31 @@ def _renderer(kind):
     return arl.ChatRenderer(bpe_tokenizer('chatml', corpus='mailroom'))
 
 
+_KITS = {}
+
+
 @pytest.fixture(scope='module', params=RENDERERS)
 def kit(request):
     """Per renderer: the tokenizer/renderer, oracle demos, weak play, a weak base and an oracle-SFT policy."""
-    tok = _renderer(request.param)
+    return make_kit(request.param)
+
+
+def make_kit(name):
+    if name in _KITS:
+        return _KITS[name]
+    tok = _renderer(name)
     demos = [arl.scripted_rollout(M.Courier('oracle'), ENV(), p, tok) for p in TRAIN]
     weak_play = [arl.scripted_rollout(M.Courier(kind, s), ENV(), p, tok)
                  for kind in ('blind', 'random') for s in range(3) for p in TRAIN]
     torch.manual_seed(0)
     fresh = arl.TinyAgent(tok.vocab_size)
     weak = copy.deepcopy(fresh)
-    arl.sft_train(weak, weak_play, tok, steps=60, batch_size=32, seed=0)
+    arl.sft_train(weak, weak_play, tok, steps=60, batch_size=16, seed=0)
     sft = copy.deepcopy(weak)
-    arl.sft_train(sft, demos, tok, steps=100, batch_size=32, seed=0)
-    return {'name': request.param, 'tok': tok, 'demos': demos, 'weak_play': weak_play, 'fresh': fresh,
-            'weak': weak.eval(), 'sft': sft.eval()}
+    arl.sft_train(sft, demos, tok, steps=60, batch_size=16, seed=0)
+    _KITS[name] = {'name': name, 'tok': tok, 'demos': demos, 'weak_play': weak_play, 'fresh': fresh,
+                   'weak': weak.eval(), 'sft': sft.eval()}
+    return _KITS[name]
 
 
 def rate(model, tok, tasks=TRAIN, n=4, seed=0, **kw):
@@ -221,14 +228,9 @@ def test_reinforce_step_ascends_the_advantage_weighted_log_likelihood(kit, monke
 
 def test_reinforce_from_a_warm_start_raises_the_pass_rate():
     """REINFORCE (word renderer) from a briefly warm-started policy: 20 steps raise train pass by a third or more."""
-    tok = arl.build_tokenizer(ALL, env=ENV)
-    demos = [arl.scripted_rollout(M.Courier('oracle'), ENV(), p, tok) for p in TRAIN]
-    weak_play = [arl.scripted_rollout(M.Courier(kind, s), ENV(), p, tok)
-                 for kind in ('blind', 'random') for s in range(3) for p in TRAIN]
-    torch.manual_seed(0)
-    model = arl.TinyAgent(tok.vocab_size)
-    arl.sft_train(model, weak_play, tok, steps=60, seed=0)
-    arl.sft_train(model, demos, tok, steps=20, seed=0)
+    words = make_kit('words')
+    tok, model = words['tok'], copy.deepcopy(words['weak'])
+    arl.sft_train(model, words['demos'], tok, steps=20, batch_size=16, seed=0)
     hist = arl.train_rl(model, TRAIN, tok, 20, lr=1e-3, seed=0, n_tasks=6, group=8, env=ENV, every=10,
                         evaluate=lambda m: (rate(m, tok, n=8, seed=1)[0],))
     (_, start), _, (_, end) = hist
@@ -264,11 +266,10 @@ def test_probe_select_and_reads_first(kit):
 
 
 # --- the worked example, as a user runs it
-def test_worked_example_runs_at_a_small_budget():
-    out = subprocess.run([sys.executable, str(EXAMPLE), '--sft-steps', '10', '--rl-steps', '2'], capture_output=True,
-                         text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.strip().splitlines()
+def test_worked_example_runs_at_a_small_budget(capsys):
+    rates = M.main(['--sft-steps', '10', '--rl-steps', '2'])  # what `python examples/mailroom.py` runs, small
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(rates) == 2 and all(0 <= r <= 1 for r in rates)
     assert lines[0].startswith('Mailroom: 18 train and 6 held-out parcels')
     assert [line.split()[0] for line in lines[1:]] == ['untrained', 'oracle', 'then']
     assert all(' train ' in line and ' held-out ' in line for line in lines[1:])

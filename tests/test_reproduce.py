@@ -212,8 +212,8 @@ def test_resume_onto_a_damaged_results_json_names_the_file_and_what_to_do(tmp_pa
         assert res.stderr.startswith('agentrl reproduce: error: ') and str(tmp_path / 'results.json') in res.stderr
 
 
-def test_export_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'export', str(tmp_path)], capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 2 and 'Traceback' not in res.stderr
-    assert res.stderr.startswith('agentrl export: error: ') and 'agentrl reproduce' in res.stderr
+def test_export_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path, capsys):
+    from agentrl.cli import main
+    assert main(['export', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('agentrl export: error: ') and 'agentrl reproduce' in err and 'Traceback' not in err

@@ -1,9 +1,9 @@
 """The chapter on the Wiring gym (issue 26), at the smoke budget: the same sections, files, report, claims and tools."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -12,11 +12,13 @@ from agentrl.experiments.chapter15.reproduction import SECTIONS
 
 @pytest.fixture(scope='module')
 def wiring_run(tmp_path_factory):
+    """``agentrl reproduce --env wiring --smoke``, run as the command runs it (in this process, its output kept)."""
+    from agentrl.cli import main
     out = tmp_path_factory.mktemp('wiring_run')
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--env', 'wiring', '--smoke', '--jobs', '1',
-                          '--out', str(out)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return out, res.stdout
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(['reproduce', '--env', 'wiring', '--smoke', '--jobs', '1', '--threads', '1', '--out', str(out)]) == 0
+    return out, printed.getvalue()
 
 
 def test_reproduce_env_wiring_writes_the_chapters_files_and_ends_with_its_claims(wiring_run):
