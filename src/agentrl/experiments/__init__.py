@@ -1,15 +1,16 @@
-"""Experiments: the chapter reproduced, over seeds and variants, and the benchmark (the ``agentrl`` subcommands
-``reproduce``, ``report``, ``show``, ``sweep``, ``compare`` and ``bench``).
+"""Experiments: the chapter reproduced on any environment, over seeds and variants, and the benchmark (the
+``agentrl`` subcommands ``reproduce``, ``claims``, ``report``, ``show``, ``sweep``, ``compare`` and ``bench``).
 
-- ``chapter15/``: sections 15.1-15.6 end to end (``Chapter15``), their settings, findings, figures and
-  reports (Markdown and HTML); ``reproduce --jobs`` runs the later sections in worker processes;
+- ``chapter15/``: sections 15.1-15.6 end to end (``Chapter15``) on the environment ``--env`` names, their
+  settings, findings and claims, figures and reports (Markdown and HTML); ``reproduce --jobs`` runs the
+  later sections in worker processes;
 - ``sweeps/``: many seeds of that reproduction and grids of variants (local or Ray backends), the
   statistics over seeds, ``sweep.md``, and ``compare``; built on ``chapter15/``;
-- ``bench/``: rollout, KV-cache and SFT-step throughput against a same-size Hugging Face peer;
-  independent of the other two;
+- ``bench/``: rollout, KV-cache and SFT-step throughput against a same-size Hugging Face peer, on the
+  chapter's workload (``chapter15/envs.py``'s BugFix);
 - ``workers.py``: what ``reproduce --jobs`` and the sweep backends share about worker processes
   (threads, the forkserver, ending workers, SIGTERM);
 - ``cli.py``: the argparse glue that registers the subcommands.
 
-Imports go one way: ``cli.py`` -> ``sweeps/`` -> ``chapter15/`` -> ``workers.py``; ``bench/`` stands alone.
+Imports go one way: ``cli.py`` -> ``sweeps/`` and ``bench/`` -> ``chapter15/`` -> ``workers.py``.
 """

@@ -1,10 +1,13 @@
-"""Chapter 15 reproduced end to end (``agentrl reproduce``), and what is made from one run (``report``, ``show``).
+"""Chapter 15 reproduced end to end on any environment (``agentrl reproduce [--env NAME]``), and what is made from
+one run (``report``, ``show``, ``claims``).
 
 A run trains every recipe of the chapter's sections 15.1 to 15.6 from one weak base, prints the
 notebook's lines, writes ``results.json``, ``timing.json``, ``transcript.txt``, checkpoints and
-sampled episodes into its folder, and checks the chapter's findings (BANDS.md) on the transcript.
-The layers, each importing only the ones above it in this list:
+sampled episodes into its folder, and checks the chapter's claims on its results (on BugFix, also
+the findings of BANDS.md on the transcript). The layers, each importing only the ones above it in this list:
 
+- ``envs.py``: the environments ``--env`` takes (``ChapterEnv``: id, tasks, tokenizer, players, own budgets);
+  the only module of the experiments that imports a gym's code;
 - ``config.py``: ``Ch15Config``, every setting of a run, and ``--set`` / ``--config`` / ``--grid``;
 - ``provenance.py``: what a run records about where it ran;
 - ``sections.py``: sections 15.1-15.6, the methods of a mixin;
@@ -13,6 +16,7 @@ The layers, each importing only the ones above it in this list:
 - ``parallel.py``: ``--jobs``: the sections after 15.2 in worker processes, each building a ``Reproduction``;
 - ``chapter.py``: ``Chapter15``, a ``Reproduction`` whose ``run()`` drives ``parallel.py`` with ``jobs > 1``;
 - ``bands.py``: the findings as bands, checked on a transcript;
+- ``claims.py``: the chapter's claims as directions and relations, checked on any environment's results;
 - ``tables.py``: Markdown table and number formatting (``sweep.md`` and ``compare`` use it too);
 - ``figures.py``: figures 15.2-15.4 and the ``--extended`` ones;
 - ``report.py``: ``report.md``;
@@ -20,4 +24,6 @@ The layers, each importing only the ones above it in this list:
   page's JSON, the page's CSS and JS;
 - ``html_report.py``: ``report.html`` (``agentrl report``);
 - ``show.py``: episodes in the terminal (``agentrl show``).
+
+(``tables.py`` reads the environments' groups from ``envs.py`` to order a table's columns.)
 """
