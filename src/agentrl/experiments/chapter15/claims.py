@@ -231,7 +231,7 @@ CLAIMS = (
           "oracle SFT reads in >= 95% of episodes; its action entropy <= a third of the weak base's",
           ('15.2 oracle SFT reads >= 0.95, entropy <= weak/3',), _sft_decisive),
     Claim('grad-identity', '15.3', 'RFT on fresh samples is the 0/1 policy gradient, scaled',
-          'max |g_pg - ratio * g_rft| <= 1e-6', ('15.3 gradient identity <= 1e-6',), _grad_identity),
+          'max abs(g_pg - ratio * g_rft) <= 1e-6', ('15.3 gradient identity <= 1e-6',), _grad_identity),
     Claim('rft-baseline-close', '15.3', 'a baseline changes the direction little',
           'cosine(baseline PG, RFT) 0.80 to 0.999', ('15.3 cosine 0.80-0.999',), _rft_cosine),
     Claim('rft-plateau', '15.3', 'expert iteration ends at or below the share of train tasks it ever solves',

@@ -47,7 +47,8 @@ def markdown_to_html(md: str, run_dir: Path, replace: dict | None = None) -> str
         if line.startswith('|'):
             rows = []
             while i < len(lines) and lines[i].startswith('|'):
-                rows.append([c.strip() for c in lines[i].strip().strip('|').split('|')])
+                cells = re.split(r'(?<!\\)\|', lines[i].strip().strip('|'))  # an escaped \| stays in its cell
+                rows.append([c.strip().replace('\\|', '|') for c in cells])
                 i += 1
             body = [r for r in rows[1:] if not all(re.fullmatch(r'-+', c) for c in r)]
             out.append('<table><thead><tr>' + ''.join(f'<th>{_inline(c)}</th>' for c in rows[0]) + '</tr></thead><tbody>' +

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 
 def table(header, rows) -> str:
-    """A Markdown table: a header row and one row per tuple (cells through ``str``)."""
-    out = ['| ' + ' | '.join(header) + ' |', '|' + '|'.join(' --- ' for _ in header) + '|']
-    out += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
+    """A Markdown table: a header row and one row per tuple (cells through ``str``, a ``|`` in one escaped)."""
+    cell = lambda c: str(c).replace('|', '\\|')  # noqa: E731
+    out = ['| ' + ' | '.join(map(cell, header)) + ' |', '|' + '|'.join(' --- ' for _ in header) + '|']
+    out += ['| ' + ' | '.join(cell(c) for c in row) + ' |' for row in rows]
     return '\n'.join(out)
 
 
