@@ -6,8 +6,6 @@ PreTrainedTokenizerFast with its chat template) gives the run's ids for every ep
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -89,14 +87,14 @@ def test_loads_with_datasets(smoke_run, tmp_path, monkeypatch):
     assert len(pairs) == written['n_pairs'] and {'chosen', 'rejected'} <= set(pairs.column_names)
 
 
-def test_cli_export(smoke_run, tmp_path):
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'export', str(smoke_run), '--format', 'chat-jsonl',
-                          '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert 'wrote' in res.stdout and (tmp_path / 'episodes.jsonl').is_file()
+def test_cli_export(smoke_run, tmp_path, capsys):
+    from agentrl.cli import main  # the command as it runs, in this process
+    assert main(['export', str(smoke_run), '--format', 'chat-jsonl', '--out', str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
+    assert 'wrote' in stdout and (tmp_path / 'episodes.jsonl').is_file()
     try:
         import tokenizers, transformers  # noqa: F401
-        assert 'give identical ids' in res.stdout
+        assert 'give identical ids' in stdout
     except ImportError:
         pass
     n = sum(1 for _ in open(tmp_path / 'episodes.jsonl'))

@@ -99,7 +99,8 @@ class LocalBackend:
     def __init__(self, workers: int):
         # a forkserver: a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1
         # already set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
-        self.ctx = process_context(['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter'])
+        self.ctx = process_context(['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter',
+                                    'safetensors.torch', 'torch._dynamo'])  # as reproduce --jobs preloads (parallel.PRELOAD)
         self.limit = workers
         self.pools = {}
 
