@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     names = args.checkpoints.split(',')
     unknown = [n for n in names if n not in CHECKPOINTS]
     if unknown or args.draws < 2:
-        print(f'eval_spread: error: ' + (f'unknown checkpoints {unknown}; valid ones are {list(CHECKPOINTS)}' if unknown
+        print('eval_spread: error: ' + (f'unknown checkpoints {unknown}; valid ones are {list(CHECKPOINTS)}' if unknown
                                          else f'--draws must be at least 2, got {args.draws}'), file=sys.stderr)
         return 2
     runs = []
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     missing = [str(r / 'checkpoints' / f'{n}.safetensors') for r in runs for n in names
                if not (r / 'checkpoints' / f'{n}.safetensors').exists()]
     if len(runs) < 2 or missing:
-        print(f'eval_spread: error: ' + (f'need at least 2 runs with results.json, found {len(runs)} under '
+        print('eval_spread: error: ' + (f'need at least 2 runs with results.json, found {len(runs)} under '
                                          f'{[str(d) for d in args.dirs]}' if len(runs) < 2 else f'missing {missing[:3]}'),
               file=sys.stderr)
         return 2

@@ -124,3 +124,24 @@ def trained_rollouts(trained_model, tasks, tok):
     gen = torch.Generator().manual_seed(1)
     with one_thread():
         return arl.rollout_batch(trained_model, [arl.BugFixEnv() for _ in batch], batch, tok, generator=gen)
+
+
+def script_main(name):
+    """``scripts/NAME.py``'s ``main``, loaded in this process (running a script as a subprocess starts torch again)."""
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / 'scripts' / f'{name}.py'
+    spec = importlib.util.spec_from_file_location(f'script_{name}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def exit_code(main, argv) -> int:
+    """``main(argv)`` as a command's exit status (argparse's ``SystemExit`` included); torch's thread count is kept."""
+    before = torch.get_num_threads()
+    try:
+        return main(argv) or 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    finally:
+        torch.set_num_threads(before)

@@ -7,7 +7,9 @@ import sys
 import time
 
 import pytest
+from conftest import exit_code
 
+from agentrl.cli import main
 from agentrl.experiments.chapter15 import parallel
 from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
@@ -37,10 +39,9 @@ def serial(tmp_path_factory):
     return out
 
 
-def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--threads', '1',
-                          '--jobs', '2', '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path, capsys):
+    assert exit_code(main, ['reproduce', '--smoke', '--quiet', '--threads', '1', '--jobs', '2', '--out', str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
     assert saved(tmp_path)['sections'] == saved(serial)['sections']
     assert (tmp_path / 'transcript.txt').read_text() == (serial / 'transcript.txt').read_text()
     assert episodes(tmp_path) == episodes(serial)  # written by the workers, from the same checkpoints
@@ -48,7 +49,7 @@ def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
     assert prov['jobs'] == 2 and prov['worker_torch_threads'] == 1 and prov['torch_threads'] == 1
     assert saved(serial)['provenance']['jobs'] == 1 and 'worker_torch_threads' not in saved(serial)['provenance']
     assert set(json.loads((tmp_path / 'timing.json').read_text())) == set(SECTIONS)
-    out = ' '.join(res.stdout.split())  # rich wraps long lines
+    out = ' '.join(stdout.split())  # rich wraps long lines
     for section in LATER:  # each later section says where it ran, when it starts and when it is done
         assert f'{section} ' in out and 'started on worker' in out
     assert 'done on worker 1 in' in out and 'done on worker 2 in' in out and 'bands hold' in out
@@ -56,7 +57,7 @@ def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path):
 
 def test_probe_recipes_figures_equal_the_reproductions(serial, tmp_path):
     """scripts/probe_recipes.py reruns part of a reproduction: its four figures are that run's, to the bit."""
-    from pathlib import Path
+    from pathlib import Path  # a subprocess: the script's seeds run in a process pool, which must import the script
     script = Path(__file__).resolve().parents[1] / 'scripts' / 'probe_recipes.py'
     res = subprocess.run([sys.executable, str(script), '--smoke', '--seeds', '0', '--jobs', '1', '--json',
                           str(tmp_path / 'probe.json')], capture_output=True, text=True, timeout=300)
@@ -73,9 +74,7 @@ def test_probe_recipes_figures_equal_the_reproductions(serial, tmp_path):
 
 def test_cli_jobs_default_threads_are_the_same_in_every_process(tmp_path):
     """Without --threads, 15.1 and 15.2 run on the workers' thread count too, so every section runs on one count."""
-    res = subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--quiet', '--jobs', '2',
-                          '--out', str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+    assert exit_code(main, ['reproduce', '--smoke', '--quiet', '--jobs', '2', '--out', str(tmp_path)]) == 0
     prov = saved(tmp_path)['provenance']
     assert prov['jobs'] == 2 and prov['torch_threads'] == prov['worker_torch_threads'] >= 1
 

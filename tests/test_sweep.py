@@ -184,26 +184,25 @@ def test_sweep_seed_equals_direct_run(local_sweep):
     assert sections(out / 'seed1') == sections(direct)
 
 
-def test_eval_spread_recomputes_each_seeds_reported_figure(local_sweep, tmp_path):
+def test_eval_spread_recomputes_each_seeds_reported_figure(local_sweep, tmp_path, capsys):
     """scripts/eval_spread.py reloads each seed's checkpoints: its 'reported' column is the runs' own 15.5 figure."""
-    import subprocess
-    import sys
     from pathlib import Path
+
+    from conftest import exit_code, script_main
     _, out, _ = local_sweep
-    script = Path(__file__).resolve().parents[1] / 'scripts' / 'eval_spread.py'
-    res = subprocess.run([sys.executable, str(script), str(out), '--draws', '2', '--json', str(tmp_path / 's.json')],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert 'per-draw SD' in res.stdout and 'policy SD' in res.stdout
+    eval_spread = script_main('eval_spread')
+    assert exit_code(eval_spread, [str(out), '--draws', '2', '--json', str(tmp_path / 's.json')]) == 0
+    printed = capsys.readouterr().out
+    assert 'per-draw SD' in printed and 'policy SD' in printed
     saved = json.loads((tmp_path / 's.json').read_text())
     curves = [sections(Path(run))['15.5']['curves'] for run in saved['runs']]
     for key, recipe, column in [('sft_rl/train', 'SFT -> RL', 1), ('sft_rl/held-out', 'SFT -> RL', 2),
                                 ('rl_only/train', 'RL only', 1), ('rl_only/held-out', 'RL only', 2)]:
         assert saved['figures'][key]['reported'] == [c[recipe][-1][column] for c in curves], key
-    res = subprocess.run([sys.executable, str(script), str(out), '--checkpoints', 'sft'], capture_output=True, text=True)
-    assert res.returncode == 2 and "unknown checkpoints ['sft']" in res.stderr
-    res = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
-    assert res.returncode == 2 and 'need at least 2 runs' in res.stderr
+    assert exit_code(eval_spread, [str(out), '--checkpoints', 'sft']) == 2
+    assert "unknown checkpoints ['sft']" in capsys.readouterr().err
+    assert exit_code(eval_spread, [str(tmp_path)]) == 2
+    assert 'need at least 2 runs' in capsys.readouterr().err
 
 
 def test_seed_failing_twice_is_reported_and_resume_skips_done_seeds(local_sweep, tmp_path, monkeypatch):
@@ -247,12 +246,11 @@ def test_resume_into_another_config_is_refused_before_any_work(local_sweep, tmp_
 def test_sweep_on_two_threads_equals_reproduce_on_two_threads(tmp_path):
     """--threads T runs every seed on T torch threads: the same figures as `reproduce --threads T` (another
     rounding than the default sweep's one thread), recorded in the provenance and in sweep.md."""
-    import subprocess
-    import sys
+    from conftest import exit_code
     out, direct = tmp_path / 'sweep', tmp_path / 'direct'
     assert main(['sweep', '--seeds', '1', '--workers', '1', '--threads', '2', '--smoke', '--out', str(out)]) == 0
-    subprocess.run([sys.executable, '-m', 'agentrl.cli', 'reproduce', '--smoke', '--seed', '1', '--threads', '2',
-                    '--jobs', '1', '--quiet', '--out', str(direct)], check=True, capture_output=True)
+    assert exit_code(main, ['reproduce', '--smoke', '--seed', '1', '--threads', '2', '--jobs', '1', '--quiet',
+                            '--out', str(direct)]) == 0
     assert sections(out / 'seed1') == sections(direct)
     saved = json.loads((out / 'seed1' / 'results.json').read_text())
     assert saved['provenance']['torch_threads'] == 2
