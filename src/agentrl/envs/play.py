@@ -6,10 +6,12 @@ helpers play them and return what was said, as text:
 - ``play``: one episode of a task with a player -> an ``Episode`` (prompt, calls, replies, reward, info);
 - ``oracle_calls``: the calls the scripted oracle makes on a task (STaR forces the answers among them);
 - ``episode_texts``: every prompt, call and reply of the scripted players over some tasks (the text a
-  word-level vocabulary is built from: ``tokenizer.build_tokenizer(tasks, env=...)``).
+  word-level vocabulary is built from: ``tokenizer.build_tokenizer(tasks, env=...)``);
+- ``ScriptedPlayer``: what a gym's scripted players share (the kinds, the checks, a seeded RNG per episode).
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from .protocol import DEFAULT_ENV, checked_reset, checked_step, env_attr, env_name, make_env_factory
@@ -23,6 +25,29 @@ class Episode:
     replies: list = field(default_factory=list)
     reward: float = 0.0
     info: dict = field(default_factory=dict)
+
+
+class ScriptedPlayer:
+    """The bookkeeping of a gym's scripted player; a subclass writes ``reset(task_name)`` and ``__call__(obs) -> call``.
+
+    Its randomness is seeded per episode from ``(kind, seed, task, episode number)`` (``episode_rng``), so a
+    rollout is reproducible and two tasks never share a sequence of guesses.
+    """
+    KINDS = ('oracle', 'blind', 'random')
+
+    def __init__(self, kind: str, seed: int = 0):
+        if kind not in self.KINDS:
+            raise ValueError(f'unknown policy kind {kind!r}; valid kinds are {list(self.KINDS)}')
+        if not isinstance(seed, int):
+            raise TypeError(f'seed must be an int, got {type(seed).__name__}')
+        self.kind, self.seed = kind, seed
+        self.episodes = 0
+
+    def episode_rng(self, task_name: str) -> random.Random:
+        """A fresh RNG for the next episode of ``task_name``; counts the episode."""
+        rng = random.Random(f'{self.kind}:{self.seed}:{task_name}:{self.episodes}')
+        self.episodes += 1
+        return rng
 
 
 def play(env, task, player) -> Episode:

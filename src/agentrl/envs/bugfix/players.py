@@ -14,9 +14,9 @@ two tasks never share a sequence of guesses.
 """
 from __future__ import annotations
 
-import random
+from ..play import ScriptedPlayer
 
-KINDS = ('oracle', 'blind', 'random')
+KINDS = ScriptedPlayer.KINDS
 GUESSABLE = ('swap_minmax', 'fix_range_end', 'fix_compare', 'guard_zero')
 """The ops blind play guesses from: every fix but ``fix_init``."""
 RANDOM_OPS = GUESSABLE + ('hardcode_tests',) * 3
@@ -34,22 +34,16 @@ def cue_op(source: str) -> str | None:
     return None
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(ScriptedPlayer):
     """A scripted player. ``reset(task_name)`` starts an episode; ``policy(observation) -> call``."""
 
     def __init__(self, kind: str, seed: int = 0):
-        if kind not in KINDS:
-            raise ValueError(f'unknown policy kind {kind!r}; valid kinds are {list(KINDS)}')
-        if not isinstance(seed, int):
-            raise TypeError(f'seed must be an int, got {type(seed).__name__}')
-        self.kind, self.seed = kind, seed
-        self.episodes = 0
+        super().__init__(kind, seed)
         self.plan = []
 
     def reset(self, task_name: str):
         """Start an episode of ``task_name``: draws this episode's plan from its own seeded RNG."""
-        rng = random.Random(f'{self.kind}:{self.seed}:{task_name}:{self.episodes}')
-        self.episodes += 1
+        rng = self.episode_rng(task_name)
         if self.kind == 'oracle':
             self.plan = ['read', None, 'submit']  # None: decided from what `read` returns
         elif self.kind == 'blind':

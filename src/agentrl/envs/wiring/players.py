@@ -14,11 +14,10 @@ A player maps the latest observation (text) to the next call (text), seeded per 
 """
 from __future__ import annotations
 
-import random
-
+from ..play import ScriptedPlayer
 from .vocab import COMMON, FIELDS, SERVICES
 
-KINDS = ('oracle', 'blind', 'random')
+KINDS = ScriptedPlayer.KINDS
 
 
 def _asked(prompt: str):
@@ -36,21 +35,15 @@ def read_value(reply: str, name: str):
     return None
 
 
-class WiringPlayer:
+class WiringPlayer(ScriptedPlayer):
     """A scripted player. ``reset(task_name)`` starts an episode; ``player(observation) -> call``."""
 
     def __init__(self, kind: str, seed: int = 0):
-        if kind not in KINDS:
-            raise ValueError(f'unknown policy kind {kind!r}; valid kinds are {list(KINDS)}')
-        if not isinstance(seed, int):
-            raise TypeError(f'seed must be an int, got {type(seed).__name__}')
-        self.kind, self.seed = kind, seed
-        self.episodes = 0
+        super().__init__(kind, seed)
         self.plan, self.asked = [], None
 
     def reset(self, task_name: str):
-        self.rng = random.Random(f'{self.kind}:{self.seed}:{task_name}:{self.episodes}')
-        self.episodes += 1
+        self.rng = self.episode_rng(task_name)
         self.plan, self.asked = None, None
 
     def __call__(self, observation: str) -> str:
