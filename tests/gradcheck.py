@@ -6,6 +6,8 @@ import random
 
 import torch
 
+from agentrl.rollout import rollout_groups
+
 import agentrl as arl
 from agentrl.recipes import reinforce as reinforce_module
 
@@ -56,11 +58,11 @@ def reinforce_step_logit_grads(model, tasks, tok, monkeypatch, n_tasks=10, group
     sampled = []
 
     def rollout_and_keep(*args, **kwargs):
-        trajs = arl.rollout_batch(*args, **kwargs)
+        trajs = rollout_groups(*args, **kwargs)
         sampled.extend(trajs)
         return trajs
 
-    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    monkeypatch.setattr(reinforce_module, 'rollout_groups', rollout_and_keep)
     with LogitGrads(model) as g:
         arl.reinforce_step(model, torch.optim.SGD(model.parameters(), lr=0.0), tasks, tok, random.Random(0),
                            torch.Generator().manual_seed(0), n_tasks=n_tasks, group=group, env=env)

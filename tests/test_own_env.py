@@ -12,6 +12,8 @@ import random
 import pytest
 import torch
 
+from agentrl.rollout import rollout_groups
+
 import agentrl as arl
 from agentrl.recipes.dpo import episode_logp, preference_loss
 from agentrl.recipes import reinforce as reinforce_module
@@ -199,11 +201,11 @@ def test_reinforce_step_ascends_the_advantage_weighted_log_likelihood(kit, monke
     tok, sampled = kit['tok'], []
 
     def rollout_and_keep(*args, **kwargs):
-        trajs = arl.rollout_batch(*args, **kwargs)
+        trajs = rollout_groups(*args, **kwargs)
         sampled.extend(trajs)
         return trajs
 
-    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    monkeypatch.setattr(reinforce_module, 'rollout_groups', rollout_and_keep)
     model = copy.deepcopy(kit['weak'])
     arl.reinforce_step(model, torch.optim.SGD(model.parameters(), lr=0.0), TRAIN, tok, random.Random(0),
                        torch.Generator().manual_seed(0), n_tasks=6, group=8, env=ENV)

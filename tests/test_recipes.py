@@ -8,6 +8,8 @@ import random
 import pytest
 import torch
 
+from agentrl.rollout import rollout_groups
+
 import agentrl as arl
 from agentrl.recipes import reinforce as reinforce_module
 from agentrl.recipes.dpo import episode_logp, preference_loss
@@ -122,11 +124,11 @@ def test_reinforce_remedies_of_15_6(trained_model, train_tasks, tok, monkeypatch
 
     def rollout_and_keep(*args, **kwargs):
         temps.append(kwargs['temperature'])
-        trajs = arl.rollout_batch(*args, **kwargs)
+        trajs = rollout_groups(*args, **kwargs)
         sampled.extend(trajs)
         return trajs
 
-    monkeypatch.setattr(reinforce_module, 'rollout_batch', rollout_and_keep)
+    monkeypatch.setattr(reinforce_module, 'rollout_groups', rollout_and_keep)
     arl.reinforce_step(m, torch.optim.SGD(m.parameters(), lr=1.0), train_tasks, tok, random.Random(0),
                        torch.Generator().manual_seed(0), n_tasks=4, group=4, temperature=temperature, entropy_bonus=bonus)
     assert temps == [temperature]

@@ -28,7 +28,7 @@ def test_trajectory_fields_are_positional_in_order():
     import dataclasses
     assert [f.name for f in dataclasses.fields(arl.Trajectory) if not f.kw_only] == \
         ['ids', 'action_mask', 'logprobs', 'reward', 'info', 'owner', 'turn']
-    assert [f.name for f in dataclasses.fields(arl.Trajectory) if f.kw_only] == ['vocab']  # optional, by keyword
+    assert [f.name for f in dataclasses.fields(arl.Trajectory) if f.kw_only] == ['turn_rewards', 'vocab']  # optional
 
 
 def test_owner_shares_of_oracle_demos(train_oracle_demos):

@@ -1,4 +1,4 @@
-"""A renderer for any tokenizer with a chat template (issue 13).
+"""A renderer for any tokenizer with a chat template.
 
 An episode is a conversation: the task prompt as the ``user`` message, each call as an
 ``assistant`` message, each env reply as a ``tool`` message. ``ChatRenderer`` renders it token for
@@ -33,10 +33,11 @@ from collections.abc import Mapping
 
 import torch
 
-from .envs.protocol import DEFAULT_ENV, checked_reset, checked_step, make_env_factory
+from .envs.play import Replay
+from .envs.protocol import DEFAULT_ENV, find_task, make_env_factory
 from .owners import OWNER
 from .policy import as_renderer
-from .render import Trajectory
+from .render import Trajectory, TrajectoryBuilder, render_play
 
 _TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
 _SENTINELS = ('XXUSERXX', 'XXCALLAXX', 'XXREPLYAXX', 'XXCALLBXX', 'XXREPLYBXX', 'XXCALLCXX')
@@ -241,23 +242,15 @@ class ChatRenderer:
         return f'ChatRenderer({type(self.tokenizer).__name__}, end of turn {self.eot!r}, vocab {self.vocab_size})'
 
 
-class ChatEpisode:
+class ChatEpisode(TrajectoryBuilder):
     """One episode's tokens, owners, turns and behaviour log-probs under a chat template
-    (the renderer protocol's builder: ``prompt``, ``call``, ``reply``, ``build``)."""
+    (``render.TrajectoryBuilder`` with the template's ``prompt`` and ``reply``)."""
 
     def __init__(self, renderer: ChatRenderer):
+        super().__init__(renderer.vocab)
         self.r = renderer
-        self.ids, self.owner, self.turn, self.logprobs = [], [], [], []
-        self.turn_no = 0
         self.open_call = False  # the last thing added is a call no reply has followed yet
         self.closed = False
-
-    def _add(self, ids, owner):
-        self.ids += ids
-        self.owner += [owner] * len(ids) if isinstance(owner, int) else owner
-        self.turn += [self.turn_no] * len(ids)
-        self.logprobs += [0.0] * len(ids)
-        return ids
 
     def prompt(self, text: str) -> list[int]:
         """The header, the prompt and the generation prompt -> the ids added."""
@@ -268,13 +261,8 @@ class ChatEpisode:
 
     def call(self, ids, logprobs=None) -> list[int]:
         """The policy's sampled call, kept as sampled (normally ending in the end-of-turn marker) -> the ids added."""
-        self.turn_no += 1
-        ids = list(ids)
-        self._add(ids, _POLICY)
-        if logprobs is not None:
-            self.logprobs[len(self.logprobs) - len(ids):] = list(logprobs)
         self.open_call = True
-        return ids
+        return super().call(ids, logprobs)
 
     def reply(self, text: str, final: bool = False) -> list[int]:
         """A tool reply: the rest of the call's closing, the tool header, the reply, and the generation prompt
@@ -287,37 +275,20 @@ class ChatEpisode:
         return self._add(before + content + after,
                          [_TEMPLATE] * len(before) + [_TOOL] * len(content) + [_TEMPLATE] * len(after))
 
-    def build(self, reward: float, info: dict) -> Trajectory:
+    def build(self, reward: float, info: dict, turn_rewards=None) -> Trajectory:
         if self.open_call:  # the episode ended after a call: the template closes that message
             self._add(self.r.call_end[1:], _TEMPLATE)
             self.open_call = False
-        ids = torch.tensor(self.ids, dtype=torch.long)
-        owner = torch.tensor(self.owner, dtype=torch.long)
-        return Trajectory(ids, (owner[1:] == _POLICY).float(), torch.tensor(self.logprobs[1:], dtype=torch.float),
-                          float(reward), dict(info), owner, torch.tensor(self.turn, dtype=torch.long), vocab=self.r.vocab)
+        return super().build(reward, info, turn_rewards)
 
 
 def replay(traj: Trajectory, renderer, env=DEFAULT_ENV, tasks=None) -> Trajectory:
     """Replay ``traj``'s calls (``info['actions']``) as scripted calls, each written as the renderer's own
     encoding of its text, through ``renderer`` in a fresh ``env`` (a factory or Gymnasium id) -> the scripted
-    episode. The task is the one of ``tasks`` named ``info['task']``, or without ``tasks`` the name itself (an
-    environment that resets by name takes it; BugFix does).
+    episode (``render.render_play`` with an ``envs.play.Replay`` player). The task is the one of ``tasks``
+    named ``info['task']``, or without ``tasks`` the name itself (an environment that resets by name takes it;
+    BugFix does): ``envs.protocol.find_task``.
 
     A sampled episode equals its replay wherever each sampled call is the tokenizer's encoding of its text."""
-    renderer = as_renderer(renderer)
-    name = traj.info['task']
-    task = {t.name: t for t in tasks}[name] if tasks is not None else name
-    env = make_env_factory(env)()
-    obs, _ = checked_reset(env, task)
-    episode = renderer.new_episode()
-    episode.prompt(obs)
-    reward, info = 0.0, {}
-    for turn, call in enumerate(traj.info['actions'], start=1):
-        ids = renderer.encode_call(' '.join(call.split()))[:renderer.call_limit(env)]
-        episode.call(ids)
-        obs, reward, terminated, truncated, info = checked_step(env, renderer.call_text(ids), task, turn)
-        if obs:
-            episode.reply(obs, final=terminated or truncated)
-        if terminated or truncated:
-            break
-    return episode.build(reward, info)
+    task = find_task(traj.info['task'], tasks)
+    return render_play(make_env_factory(env)(), task, Replay(traj.info['actions']), as_renderer(renderer))

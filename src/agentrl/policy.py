@@ -1,4 +1,4 @@
-"""The policy and renderer protocols: what the recipes and ``rollout_batch`` need (issue 13).
+"""The policy and renderer protocols: what the recipes and ``rollout_batch`` need.
 
 Two small contracts, written down here once. ``TinyAgent`` implements the policy one as it always
 has; ``hf.HFPolicy`` implements it for any ``transformers`` causal LM. Our word-level ``Tokenizer``
@@ -30,8 +30,10 @@ tokens; ``tok`` in every recipe may be one):
 
 - ``new_episode()`` -> a builder with ``prompt(text) -> ids``, ``call(ids, logprobs=None) -> ids``,
   ``reply(text, final=False) -> ids`` (``final``: the episode ends after this reply) and
-  ``build(reward, info) -> Trajectory``. The ids each method returns are the tokens to feed the
-  policy next (the builder keeps owners, turns and behaviour log-probs).
+  ``build(reward, info, turn_rewards=None) -> Trajectory`` (``reward``: the return, ``turn_rewards``: each
+  call's reward). The ids each method returns are the tokens to feed the policy next (the builder keeps
+  owners, turns and behaviour log-probs). Subclass ``render.TrajectoryBuilder``, which writes ``call`` and
+  ``build``: a builder writes only ``prompt`` and ``reply``.
 - ``stop_id``: the token that ends a call (``<stop>``, or a chat template's end-of-turn marker).
 - ``call_limit(env)``: most tokens a sampled call may have (the stop token included).
 - ``encode_call(text)`` -> the ids a scripted call is written as (ending with ``stop_id``).
@@ -86,14 +88,6 @@ def check_policy(model) -> None:
                         '(see agentrl.policy for the protocol)')
 
 
-class _WordEpisode(EpisodeBuilder):
-    """``render.EpisodeBuilder`` with the renderer protocol's ``reply(text, final)``: the word-level
-    layout closes every reply the same way, so ``final`` changes nothing."""
-
-    def reply(self, text: str, final: bool = False) -> list[int]:
-        return super().reply(text)
-
-
 class WordRenderer:
     """Our word-level tokenizer as a renderer: ``<bos> prompt``, calls ending in ``<stop>``, replies
     wrapped in ``<tool> ... </tool>`` (``render.EpisodeBuilder``, token for token)."""
@@ -107,7 +101,7 @@ class WordRenderer:
         return self.tok.vocab_size
 
     def new_episode(self):
-        return _WordEpisode(self.tok)
+        return EpisodeBuilder(self.tok)
 
     def call_limit(self, env) -> int:
         return env.max_call_tokens

@@ -16,11 +16,14 @@ breaks when two pipelines render differently. The action mask is derived here, o
 """
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field
 
 import torch
 
+from .envs.play import play
+from .envs.protocol import RETURN_TOL
 from .owners import OWNER
 from .viewer import trajectory_html
 
@@ -35,10 +38,15 @@ class Trajectory:
         ids: ``[T]`` token ids.
         action_mask: ``[T-1]`` float, 1 where the *next* token (``ids[i+1]``) is policy-owned.
         logprobs: ``[T-1]`` behaviour log-prob of each sampled next token, 0 elsewhere.
-        reward: the episode's scalar reward.
+        reward: the episode's return: the sum of its per-turn rewards (undiscounted; a discount is the
+            learner's choice, ``recipes.credit``).
         info: the environment's final info (``task``, ``family``, ``actions``, ``n_invalid``, ...).
         owner: ``[T]`` ``OWNER`` code of each token.
-        turn: ``[T]`` turn of each token (0 = prompt).
+        turn: ``[T]`` turn of each token (0 = prompt, k = the k-th call and its reply).
+        turn_rewards: (keyword, optional) the reward each call's step paid, in order: one float per call.
+            Rollouts always record it. Built without it (as ``Trajectory(ids, mask, logprobs, reward, info,
+            owner, turn)``), the whole return is paid at the last call: the chapter's one reward at the end.
+            A list that does not sum to ``reward`` is refused.
         vocab: (keyword, optional) the token strings of the vocabulary ``ids`` index, which the renderer
             that built the episode sets, so that a notebook shows its words (``_repr_html_``).
     """
@@ -49,7 +57,21 @@ class Trajectory:
     info: dict
     owner: torch.Tensor
     turn: torch.Tensor
+    turn_rewards: list | None = field(default=None, repr=False, compare=False, kw_only=True)
     vocab: list | None = field(default=None, repr=False, compare=False, kw_only=True)
+
+    def __post_init__(self):
+        n_calls = int(self.turn.max()) if len(self.turn) else 0
+        if self.turn_rewards is None:
+            self.turn_rewards = [0.0] * (n_calls - 1) + [float(self.reward)] if n_calls else []
+            return
+        self.turn_rewards = [float(r) for r in self.turn_rewards]
+        if len(self.turn_rewards) != n_calls:
+            raise ValueError(f'turn_rewards has {len(self.turn_rewards)} entries for an episode of {n_calls} calls '
+                             '(one reward per call)')
+        if not math.isclose(sum(self.turn_rewards), float(self.reward), rel_tol=1e-9, abs_tol=RETURN_TOL):
+            raise ValueError(f'reward {self.reward!r} is not the sum of turn_rewards {self.turn_rewards} '
+                             '(the reward is the episode\'s return)')
 
     def __len__(self):
         return len(self.ids)
@@ -58,11 +80,16 @@ class Trajectory:
         return trajectory_html(self)
 
 
-class EpisodeBuilder:
-    """Accumulates one episode's tokens, owners and turns; ``build`` makes the ``Trajectory``."""
+class TrajectoryBuilder:
+    """What every renderer's episode builder shares: tokens with their owners, turns and behaviour log-probs,
+    one reward per call, and ``build`` -> ``Trajectory`` (the action mask derived here, once).
 
-    def __init__(self, tok):
-        self.tok = tok
+    A renderer's builder (``EpisodeBuilder`` for the word-level layout, ``chat.ChatEpisode`` for a chat
+    template) writes ``prompt(text)`` and ``reply(text, final=False)``; ``call`` and ``build`` are these.
+    """
+
+    def __init__(self, vocab=None):
+        self.vocab = vocab
         self.ids, self.owner, self.turn, self.logprobs = [], [], [], []
         self.turn_no = 0
 
@@ -73,27 +100,69 @@ class EpisodeBuilder:
         self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
         return ids
 
+    def call(self, ids, logprobs=None) -> list[int]:
+        """The policy's call tokens, kept as given (normally ending in the stop token); starts a new turn -> the ids."""
+        self.turn_no += 1
+        return self._add(list(ids), _POLICY, logprobs)
+
+    def build(self, reward: float, info: dict, turn_rewards=None) -> Trajectory:
+        """The episode as a ``Trajectory``: ``reward`` its return, ``turn_rewards`` (optional) each call's reward."""
+        mask = [1.0 if o == _POLICY else 0.0 for o in self.owner[1:]]
+        return Trajectory(_tensor('q', self.ids), _tensor('f', mask), _tensor('f', self.logprobs[1:]),
+                          float(reward), dict(info), _tensor('q', self.owner), _tensor('q', self.turn),
+                          turn_rewards=turn_rewards, vocab=self.vocab)
+
+
+class EpisodeBuilder(TrajectoryBuilder):
+    """The word-level layout: ``<bos> prompt``, calls, replies wrapped in ``<tool> ... </tool>``."""
+
+    def __init__(self, tok):
+        super().__init__(tok.vocab)
+        self.tok = tok
+
     def prompt(self, text: str) -> list[int]:
         """``<bos> prompt`` -> the ids added."""
         tok = self.tok
         words = tok.encode(text)
         return self._add([tok.bos_id, *words], [_TEMPLATE, *[_PROMPT] * len(words)])
 
-    def call(self, ids, logprobs=None) -> list[int]:
-        """The policy's call tokens (normally ending in ``<stop>``); starts a new turn -> the ids added."""
-        self.turn_no += 1
-        return self._add(list(ids), _POLICY, logprobs)
-
-    def reply(self, text: str) -> list[int]:
-        """A tool reply, ``<tool> reply </tool>`` -> the ids added."""
+    def reply(self, text: str, final: bool = False) -> list[int]:
+        """A tool reply, ``<tool> reply </tool>`` -> the ids added (every reply closes the same way, so
+        ``final`` changes nothing here)."""
         tok = self.tok
         words = tok.encode(text)
         return self._add([tok.tool_id, *words, tok.end_tool_id], [_TEMPLATE, *[_TOOL] * len(words), _TEMPLATE])
 
-    def build(self, reward: float, info: dict) -> Trajectory:
-        mask = [1.0 if o == _POLICY else 0.0 for o in self.owner[1:]]
-        return Trajectory(_tensor('q', self.ids), _tensor('f', mask), _tensor('f', self.logprobs[1:]),
-                          float(reward), dict(info), _tensor('q', self.owner), _tensor('q', self.turn), vocab=self.tok.vocab)
+
+class _Recorder:
+    """Writes the episode ``envs.play.play`` plays into a renderer's builder: each call as the renderer encodes
+    it, cut at its limit, and the text the environment receives for those ids."""
+
+    def __init__(self, builder, renderer, call_limit: int):
+        self.builder, self.renderer, self.limit = builder, renderer, call_limit
+
+    def prompt(self, text):
+        self.builder.prompt(text)
+
+    def call(self, text):
+        ids = self.renderer.encode_call(text)[:self.limit]  # the cap a model's call has too
+        self.builder.call(ids)
+        return self.renderer.call_text(ids)
+
+    def reply(self, text, final):
+        self.builder.reply(text, final=final)
+
+
+def render_play(env, task, player, renderer) -> Trajectory:
+    """Play one episode of ``task`` in the environment instance ``env`` with a scripted ``player``, rendered by
+    ``renderer`` (a renderer: ``policy.as_renderer``) -> Trajectory (section 15.1).
+
+    The loop is ``envs.play.play``'s; each call is written as ``renderer.encode_call(text)``, cut at
+    ``renderer.call_limit(env)``, and the environment receives ``renderer.call_text`` of those ids, exactly as
+    it would receive a model's call of the same tokens. Every step's reward is kept (``turn_rewards``)."""
+    builder = renderer.new_episode()
+    episode = play(env, task, player, recorder=_Recorder(builder, renderer, renderer.call_limit(env)))
+    return builder.build(episode.reward, episode.info, episode.rewards)
 
 
 def _tensor(code: str, values: list) -> torch.Tensor:
@@ -109,7 +178,9 @@ def collate(trajs, pad_id: int) -> dict:
 
     Returns a dict of tensors:
         ids ``[B, T]`` (padded with ``pad_id``), attention_mask ``[B, T]`` (1 on real tokens),
-        action_mask ``[B, T-1]`` float (1 where the next token is the policy's), rewards ``[B]``,
+        action_mask ``[B, T-1]`` float (1 where the next token is the policy's), rewards ``[B]`` (each
+        episode's return), turn_rewards ``[B, K]`` (each call's reward, K the most calls, padded with 0; with
+        ``turn`` they give each token's reward-to-go: ``recipes.credit``),
         owner ``[B, T]`` and turn ``[B, T]`` (padded with -1), logprobs ``[B, T-1]`` (padded with 0),
         lengths ``[B]`` (the real tokens of each row).
 
@@ -148,5 +219,7 @@ def collate(trajs, pad_id: int) -> dict:
         action_mask[b, :n - 1], logprobs[b, :n - 1] = t.action_mask, t.logprobs
     attention_mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # [B, T]
     rewards = torch.tensor([float(t.reward) for t in trajs])
+    K = max(len(t.turn_rewards) for t in trajs)
+    turn_rewards = torch.tensor([t.turn_rewards + [0.0] * (K - len(t.turn_rewards)) for t in trajs])  # [B, K]
     return {'ids': ids, 'attention_mask': attention_mask, 'action_mask': action_mask, 'rewards': rewards,
-            'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths}
+            'turn_rewards': turn_rewards, 'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths}

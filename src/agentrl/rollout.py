@@ -1,4 +1,4 @@
-"""Rollouts: scripted episodes, and lockstep batched sampling from a TinyAgent (DESIGN.md §3-4).
+"""Rollouts: scripted episodes, and lockstep batched sampling from a TinyAgent (sections 15.1-15.2).
 
 Both go through ``render.EpisodeBuilder``, so a demo and a sampled episode of the same calls are
 token-identical. Both play any environment of the text-env protocol (``envs.protocol``) through its
@@ -9,35 +9,22 @@ returns malformed values or never ends raises ``EnvProtocolError`` naming the ru
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .envs.protocol import checked_reset, checked_step
+from .envs.protocol import DEFAULT_ENV, checked_reset, checked_step, make_env_factory
 from .policy import as_renderer
-from .render import Trajectory
+from .render import Trajectory, render_play
 
 
 def scripted_rollout(policy, env, task, tok) -> Trajectory:
     """Play one episode of ``task`` with a scripted ``policy`` in ``env`` -> Trajectory (section 15.1).
 
-    Rendered exactly as ``rollout_batch`` renders a model's episode. ``tok`` is our word-level
-    tokenizer or any renderer (``agentrl.policy``), such as ``chat.ChatRenderer``.
+    Rendered exactly as ``rollout_batch`` renders a model's episode (``render.render_play``). ``tok`` is our
+    word-level tokenizer or any renderer (``agentrl.policy``), such as ``chat.ChatRenderer``.
     """
-    renderer = as_renderer(tok)
-    obs, info = checked_reset(env, task)
-    policy.reset(info.get('task') or task.name)
-    episode = renderer.new_episode()
-    episode.prompt(obs)
-    turn = 0
-    while True:
-        ids = renderer.encode_call(policy(obs))[:renderer.call_limit(env)]  # the cap a model's call has too
-        episode.call(ids)
-        turn += 1
-        obs, reward, terminated, truncated, info = checked_step(env, renderer.call_text(ids), task, turn)
-        if obs:
-            episode.reply(obs, final=terminated or truncated)
-        if terminated or truncated:
-            return episode.build(reward, info)
+    return render_play(env, task, policy, as_renderer(tok))
 
 
 # --- model rollouts ------------------------------------------------------------------------------
@@ -117,8 +104,8 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
 
 @torch.no_grad()
 def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=None, use_cache: bool = True,
-                  force=None):
-    """Sample one episode per (env, task) pair, all in lockstep -> list of Trajectory (DESIGN.md §4).
+                  force=None, env_workers: int | None = None):
+    """Sample one episode per (env, task) pair, all in lockstep -> list of Trajectory (section 15.2).
 
     Every live episode advances together: a turn is one batched forward per sampled call token
     (over every live episode, through a key/value cache), then each env answers its call, then one
@@ -135,31 +122,52 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     token's behaviour log-prob is recorded as 0 (the behaviour policy chose it with probability
     1), and every trajectory gets ``info['forced_positions']``: the indices into ``traj.ids`` of
     its forced tokens (entry ``p - 1`` of ``action_mask`` and ``logprobs`` predicts token ``p``).
+
+    Every step's reward is kept: a trajectory's ``turn_rewards`` are its steps' rewards and its ``reward``
+    their sum (the return). ``env_workers`` (default: the environments' own ``env_workers`` attribute, else
+    1) > 1 runs each turn's ``reset`` / ``step`` calls of the live episodes in a pool of that many threads,
+    for environments whose steps wait (a subprocess, a sandbox, a service). Each environment answers only
+    its own call and sampling never waits on their order, so the trajectories are the same, byte for byte,
+    as with the serial path; an environment that raises still stops the rollout with its ``EnvStepError``
+    (the first in episode order).
     """
     envs, tasks, renderer = _check_rollout_args(model, envs, tasks, tok, temperature, generator)
+    if env_workers is None:
+        env_workers = getattr(envs[0], 'env_workers', 1)
+    if not isinstance(env_workers, int) or isinstance(env_workers, bool) or env_workers < 1:
+        raise ValueError(f'env_workers must be a positive int (1: step the environments one after another), '
+                         f'got {env_workers!r}')
     if force is not None and not callable(force):
         raise TypeError(f'force must be a callable (episode_index, call_so_far) -> token id or None, '
                         f'got {type(force).__name__}')
     was_training = model.training
     model.eval()
+    pool = ThreadPoolExecutor(min(env_workers, len(envs))) if env_workers > 1 and len(envs) > 1 else None
     try:  # an environment's error leaves the model in the mode it was in
-        return _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force)
+        return _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force, pool)
     finally:
         model.train(was_training)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force) -> list:
+def _each(pool, fn, items) -> list:
+    """``[fn(x) for x in items]``, in a thread pool when there is one (results in order; the first error in order
+    is raised)."""
+    return [fn(x) for x in items] if pool is None else list(pool.map(fn, items))
+
+
+def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force, pool=None) -> list:
     """The lockstep loop of ``rollout_batch`` (its arguments checked, the model in eval mode)."""
     forced_at = [[] for _ in envs] if force is not None else None  # per episode: forced indices into ids
     B = len(envs)
     episodes = [renderer.new_episode() for _ in range(B)]
     results: list[Trajectory | None] = [None] * B
     live = list(range(B))  # episode index of each row of the batch
-    chunks = []
-    for env, task, ep in zip(envs, tasks, episodes):
-        obs, _ = checked_reset(env, task)
-        chunks.append(ep.prompt(obs))
+    starts = _each(pool, lambda b: checked_reset(envs[b], tasks[b]), range(B))
+    chunks = [ep.prompt(obs) for ep, (obs, _) in zip(episodes, starts)]
     turns = [0] * B  # calls each episode has made
+    rewards = [[] for _ in range(B)]  # per episode: each step's reward
     decoder = (_CachedDecoder if use_cache else _FullDecoder)(model, B)
     stop = renderer.stop_id
     while live:
@@ -193,17 +201,21 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
             logits_still = decoder.feed(feed)  # (n, V); rows not in `calling` stay put
             logits = logits_still
         # every call is written: each env answers, finished episodes leave
+        for i, b in enumerate(live):
+            if force is not None:
+                forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
+            episodes[b].call(calls[i], call_lp[i])
+            turns[b] += 1
+        texts = [renderer.call_text(c) for c in calls]
+        answers = _each(pool, lambda i: checked_step(envs[live[i]], texts[i], tasks[live[i]], turns[live[i]]), range(n))
         chunks, keep = [], []
         for i, b in enumerate(live):
             ids = calls[i]
-            if force is not None:
-                forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
-            episodes[b].call(ids, call_lp[i])
-            turns[b] += 1
-            obs, reward, terminated, truncated, info = checked_step(envs[b], renderer.call_text(ids), tasks[b], turns[b])
+            obs, reward, terminated, truncated, info = answers[i]
+            rewards[b].append(float(reward))
             reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
             if terminated or truncated:
-                results[b] = episodes[b].build(reward, info)
+                results[b] = episodes[b].build(sum(rewards[b]), info, rewards[b])
                 if force is not None:
                     results[b].info['forced_positions'] = forced_at[b]
             else:
@@ -213,3 +225,16 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
             decoder.keep(torch.tensor(keep, dtype=torch.long))
         live = [live[i] for i in keep]
     return results
+
+
+def rollout_groups(model, tasks, tok, group: int, env=DEFAULT_ENV, reward: str = 'hidden', temperature: float = 1.0,
+                   generator=None, force=None, env_workers: int | None = None) -> list:
+    """``group`` episodes of each task, task-major (task 0's group first), one fresh environment each, sampled in
+    lockstep by ``rollout_batch`` -> list of Trajectory (the sample every recipe draws; sections 15.2-15.5).
+
+    ``env``: a factory or Gymnasium id (``envs.protocol.make_env_factory``), built with ``reward``; the rest
+    is ``rollout_batch``'s. ``force``, when given, is called with the index into this task-major list."""
+    make = make_env_factory(env, reward)
+    batch_tasks = [t for t in tasks for _ in range(group)]
+    return rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature,
+                         generator=generator, force=force, env_workers=env_workers)

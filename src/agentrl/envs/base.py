@@ -1,11 +1,16 @@
 """``TextEnv``: a base class that keeps the text-env protocol's bookkeeping, so a new environment writes only its game.
 
-A subclass implements three methods (and may set the class attributes below)::
+A subclass implements three methods and may set the class attributes below. For example:
 
-    class Vault(arl.TextEnv):
-        def start(self, task) -> str:            # set up the episode; return the prompt
-        def act(self, verb, args) -> tuple:      # one call -> (reply, ended); raise InvalidCall('reason') to refuse it
-        def checks(self) -> tuple:               # at the end -> (hidden_pass, public_pass)
+```python
+class Vault(arl.TextEnv):
+    def start(self, task) -> str:            # set up the episode; return the prompt
+        ...
+    def act(self, verb, args) -> tuple:      # one call -> (reply, ended) or (reply, ended, step_reward);
+        ...                                  # raise InvalidCall('reason') to refuse it
+    def checks(self) -> tuple:               # at the end -> (hidden_pass, public_pass)
+        ...
+```
 
 ``TextEnv`` does the rest, the same way for every environment (and as ``BugFixEnv`` does):
 
@@ -13,8 +18,11 @@ A subclass implements three methods (and may set the class attributes below)::
 - ``step(call)`` keeps at most ``max_call_words + 1`` words of the call, records it in ``info['actions']``
   (as ``' word word '``), answers a refused call with ``error : <reason>`` and counts it in
   ``info['n_invalid']``, and never raises for anything the policy writes;
-- the reward comes only at the end: 1.0 if the agent ended the episode (``act`` returned ``ended``) and
-  the hidden check passes (``reward='hidden'``, the default) or the public one (``reward='public'``);
+- rewards: a step pays what ``act`` returned as its third value (0 when it returns two), and the step that
+  ends the episode also pays ``end_reward(hidden_pass, public_pass)``: by default 1.0 if the agent ended
+  the episode (``act`` returned ``ended``) and the hidden check passes (``reward='hidden'``, the default)
+  or the public one (``reward='public'``), else 0. Override ``end_reward`` for partial credit. A
+  trajectory's return is the sum of its steps' rewards (``agentrl.envs.protocol``);
 - an episode is truncated after ``max_turns`` calls, or before a reply would push the rendered episode
   past ``max_tokens`` (word-level tokens, room kept for one more call and a short final reply);
 - ``info`` holds ``task``, ``group`` (``task.group`` if the task has one), ``actions``, ``n_invalid``,
@@ -76,6 +84,11 @@ class TextEnv(gym.Env):
         """The episode's outcome -> ``(hidden_pass, public_pass)`` (bools)."""
         raise NotImplementedError
 
+    def end_reward(self, hidden_pass: bool, public_pass: bool) -> float:
+        """What the step that ends the episode (the agent's own end, not a truncation) pays on top of its step
+        reward: the check of the reward mode, as 1.0 or 0.0. Override for partial credit."""
+        return float(hidden_pass if self.reward_mode == 'hidden' else public_pass)
+
     # --- the protocol
     def reset(self, *, seed=None, options=None):
         """Start the episode of ``options['task']`` (a task or a task's name) -> (prompt, info)."""
@@ -106,7 +119,7 @@ class TextEnv(gym.Env):
         self.turn += 1
         self.actions.append(' ' + ' '.join(words) + ' ')
         self.n_tokens += len(words) + 1  # the call and its stop token
-        reply, terminated = self._call(words)
+        reply, terminated, reward = self._call(words)
         truncated = not terminated and (
             self.turn >= self.max_turns
             or self.n_tokens + len(reply.split()) + 2 + self.max_call_tokens + 3 > self.max_tokens)
@@ -116,24 +129,28 @@ class TextEnv(gym.Env):
         if reply:
             self.n_tokens += len(reply.split()) + 2  # <tool> reply </tool>
         info = self._info(final=self.done)
-        reward = 0.0
         if terminated:
-            reward = float(info['hidden_pass'] if self.reward_mode == 'hidden' else info['public_pass'])
+            reward += float(self.end_reward(info['hidden_pass'], info['public_pass']))
         return reply, reward, terminated, truncated, info
 
     def _call(self, words):
+        """One call -> (reply, ended, step reward)."""
         if not words:
             self.n_invalid += 1
-            return 'error : empty call', False
+            return 'error : empty call', False, 0.0
         if len(words) > self.max_call_words:
             self.n_invalid += 1
-            return 'error : call too long', False
+            return 'error : call too long', False, 0.0
         try:
-            reply, ended = self.act(words[0], words[1:])
+            out = self.act(words[0], words[1:])
         except InvalidCall as e:
             self.n_invalid += 1
-            return f'error : {e}', False
-        return reply, bool(ended)
+            return f'error : {e}', False, 0.0
+        if not isinstance(out, tuple) or len(out) not in (2, 3):
+            raise TypeError(f'{type(self).__name__}.act must return (reply, ended) or (reply, ended, step_reward), '
+                            f'got {out!r}')
+        reply, ended, *paid = out
+        return reply, bool(ended), float(paid[0]) if paid else 0.0
 
     def _info(self, final: bool) -> dict:
         info = {'task': task_name(self.task), 'actions': list(self.actions), 'n_invalid': self.n_invalid,

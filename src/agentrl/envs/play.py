@@ -1,9 +1,12 @@
-"""Scripted play at the level of text: no model, no tokens (for vocabularies, STaR's answers and the checker).
+"""Scripted play: the one episode loop, and what is said in it, as text (vocabularies, STaR's answers, the checker).
 
 An environment may offer scripted players (``env.scripted_policy(kind, seed)``, see ``protocol``). These
 helpers play them and return what was said, as text:
 
-- ``play``: one episode of a task with a player -> an ``Episode`` (prompt, calls, replies, reward, info);
+- ``play``: one episode of a task with a player -> an ``Episode`` (prompt, calls, replies, per-turn rewards,
+  return, info). It is the library's one loop over an episode's steps: a renderer records the same loop as
+  tokens (``render.render_play``: scripted rollouts, and replays of an episode's calls);
+- ``Replay``: a player that makes a recorded episode's calls again;
 - ``oracle_calls``: the calls the scripted oracle makes on a task (STaR forces the answers among them);
 - ``episode_texts``: every prompt, call and reply of the scripted players over some tasks (the text a
   word-level vocabulary is built from: ``tokenizer.build_tokenizer(tasks, env=...)``);
@@ -14,15 +17,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .protocol import DEFAULT_ENV, checked_reset, checked_step, env_attr, env_name, make_env_factory
+from .protocol import DEFAULT_ENV, RETURN_TOL, checked_reset, checked_step, env_attr, env_name, make_env_factory
 
 
 @dataclass
 class Episode:
-    """One episode as text: the prompt, each call and the reply to it (empty when there was none), the end."""
+    """One episode as text: the prompt, each call, the reply to it (empty when there was none) and the reward its
+    step paid, then the return (the sum of ``rewards``) and the final info."""
     prompt: str
     calls: list = field(default_factory=list)
     replies: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
     reward: float = 0.0
     info: dict = field(default_factory=dict)
 
@@ -50,21 +55,57 @@ class ScriptedPlayer:
         return rng
 
 
-def play(env, task, player) -> Episode:
-    """Play one episode of ``task`` in the environment instance ``env`` with a scripted ``player`` -> Episode."""
+def play(env, task, player, recorder=None) -> Episode:
+    """Play one episode of ``task`` in the environment instance ``env`` with ``player`` -> Episode.
+
+    ``player(observation) -> call`` sees the prompt first, then each reply; it may have ``reset(task_name)``
+    (called once, before the first call) and may return None to stop before the episode ends (a replay that
+    has run out of calls). Every step's reward is kept: the return is their sum, whenever they are paid.
+    ``recorder`` (optional) is told the episode as it goes: ``prompt(text)``, then per step ``call(text) ->
+    text`` (what the environment receives: a renderer writes the call as tokens and may cut it at its limit)
+    and ``reply(text, final)`` for a non-empty reply.
+    """
     obs, info = checked_reset(env, task)
-    player.reset(info.get('task', getattr(task, 'name', str(task))))
+    reset = getattr(player, 'reset', None)
+    if reset is not None:
+        reset(info.get('task', getattr(task, 'name', str(task))))
+    if recorder is not None:
+        recorder.prompt(obs)
     episode = Episode(obs)
     turn = 0
     while True:
-        turn += 1
         call = player(obs)
+        if call is None:
+            break
+        turn += 1
+        if recorder is not None:
+            call = recorder.call(call)
         obs, reward, terminated, truncated, info = checked_step(env, call, task, turn)
+        ended = bool(terminated or truncated)
         episode.calls.append(call)
         episode.replies.append(obs)
-        if terminated or truncated:
-            episode.reward, episode.info = float(reward), info
-            return episode
+        episode.rewards.append(float(reward))
+        if recorder is not None and obs:
+            recorder.reply(obs, ended)
+        if ended:
+            break
+    episode.reward, episode.info = float(sum(episode.rewards)), info
+    return episode
+
+
+class Replay:
+    """A player that makes ``calls`` again, in order (whitespace normalised), then stops: replays an episode's
+    ``info['actions']``."""
+
+    def __init__(self, calls):
+        self.calls = [' '.join(str(c).split()) for c in calls]
+        self.next = 0
+
+    def __call__(self, observation):
+        if self.next >= len(self.calls):
+            return None
+        self.next += 1
+        return self.calls[self.next - 1]
 
 
 def scripted_player(env, kind: str, seed: int = 0):
@@ -76,12 +117,16 @@ def scripted_player(env, kind: str, seed: int = 0):
     return make(kind, seed=seed)
 
 
-def oracle_calls(task, env=DEFAULT_ENV) -> list:
-    """The calls the environment's scripted oracle makes on ``task``, in order (played once in a fresh env)."""
+def oracle_calls(task, env=DEFAULT_ENV, threshold: float = 1.0) -> list:
+    """The calls the environment's scripted oracle makes on ``task``, in order (played once in a fresh env).
+
+    The oracle's episode must reach ``threshold`` (its return: the sum of its rewards), or its calls are no
+    answer: ``ValueError`` names the return it got."""
     episode = play(make_env_factory(env)(), task, scripted_player(env, 'oracle'))
-    if episode.reward != 1.0:
-        raise ValueError(f"{env_name(env)}'s scripted oracle does not solve task {getattr(task, 'name', task)!r} "
-                         f'(reward {episode.reward}); its calls are no answer to force')
+    if episode.reward < threshold - RETURN_TOL:
+        raise ValueError(f"{env_name(env)}'s scripted oracle does not solve task {getattr(task, 'name', task)!r}: "
+                         f'its return {episode.reward:g} is below the threshold {threshold:g}; its calls are no '
+                         'answer to force')
     return episode.calls
 
 

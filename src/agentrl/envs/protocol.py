@@ -13,7 +13,8 @@ episode, and the episode's task is handed to ``reset``.
                                                  ``(reply: str, reward: float, terminated: bool,
                                                  truncated: bool, info: dict)``; a call the environment
                                                  cannot parse is answered with an error reply and
-                                                 counted in ``info['n_invalid']``, never raised
+                                                 counted in ``info['n_invalid']``, never raised; the
+                                                 reward is any finite number, paid at any step
 ``max_turns``                                    every episode ends (terminated or truncated) within
                                                  this many calls
 ``max_tokens``                                   the longest rendered episode, in word-level tokens;
@@ -22,6 +23,14 @@ episode, and the episode's task is handed to ``reset``.
 ``max_call_tokens``                              the most tokens a sampled call may have, its stop token
                                                  included (word-level: words + 1); longer calls are cut
 ==============================================  ======================================================
+
+**Rewards.** Every step pays a reward: a finite number (0, a share of partial credit, a penalty below 0), at
+any step, not only the last. A trajectory keeps each call's reward (``Trajectory.turn_rewards``) and its
+``reward`` is the episode's *return*, their sum, undiscounted (a discount is the learner's choice:
+``recipes.credit``). An episode that pays one 0/1 reward at the end, as the chapter's gyms do, has a return
+of 0 or 1. Where the recipes split episodes into successes and failures (expert iteration, STaR, RFT,
+DPO's pairs) the rule is an argument: a return that reaches ``threshold`` (default 1.0), or a pair whose
+returns differ by at least ``margin`` (default 1.0) (``recipes.outcomes``).
 
 ``info`` at the end of an episode (the step that returns ``terminated`` or ``truncated``) holds:
 
@@ -65,6 +74,10 @@ REWARD_MODES = ('hidden', 'public')
 """``reward=`` of the recipes: the environment's true (hidden) reward, or the public check it shows the agent."""
 END_INFO_KEYS = ('task', 'actions', 'n_invalid')
 """The ``info`` keys every environment reports at the end of an episode."""
+RETURN_TOL = 1e-9
+"""How far a return may fall short of a threshold and still reach it. A return is a sum of step rewards, and
+sums round (ten steps of 0.1 add up to 0.9999999999999999), so "reaches ``threshold``" is
+``return >= threshold - RETURN_TOL`` throughout the library (``recipes.outcomes``)."""
 
 
 class EnvProtocolError(TypeError):
@@ -130,6 +143,30 @@ def make_env_factory(env=DEFAULT_ENV, reward: str = 'hidden'):
     return factory
 
 
+class with_env_workers:
+    """An environment factory whose environments ask ``rollout_batch`` to step them in a pool of ``n`` threads.
+
+    ``with_env_workers(env, n)`` wraps a factory or Gymnasium id: each environment it builds has
+    ``env_workers = n`` (an environment class may also set that attribute itself). For environments whose
+    steps wait (a subprocess, a sandbox, a local service); the trajectories are the same as with ``n = 1``.
+    """
+
+    def __init__(self, env, n: int):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f'env_workers must be a positive int, got {n!r}')
+        self.env, self.n = env, n
+        self.__name__ = env_name(env)
+
+    def __call__(self, **kwargs):
+        creator, base = _creator(self.env)
+        env = creator(**{**base, **kwargs})
+        env.env_workers = self.n
+        return env
+
+    def __repr__(self):
+        return f'with_env_workers({self.__name__}, {self.n})'
+
+
 def env_attr(env, name: str, default=None):
     """An optional member of an environment, read off its class (a factory or id is resolved to what it builds)."""
     if not isinstance(env, str) and hasattr(env, 'step'):  # an instance
@@ -152,6 +189,18 @@ def task_name(task) -> str:
 def task_group(task) -> str | None:
     """A task's group, or None when it has none."""
     return getattr(task, 'group', None)
+
+
+def find_task(name: str, tasks=None):
+    """The task named ``name``: the one of ``tasks`` with that name, or (no ``tasks``) the name itself, which an
+    environment that resets by name takes (the chapter's gyms do). ``ValueError`` if ``tasks`` lack it."""
+    if tasks is None:
+        return name
+    by_name = {task_name(t): t for t in tasks}
+    if name not in by_name:
+        raise ValueError(f'no task named {name!r} among the {len(by_name)} tasks given '
+                         f'(e.g. {sorted(by_name)[:3]}); pass the tasks the episode was played on')
+    return by_name[name]
 
 
 def _number(x) -> bool:

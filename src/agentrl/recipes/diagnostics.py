@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..envs.protocol import DEFAULT_ENV, checked_reset, checked_step, env_attr, make_env_factory
-from ..render import OWNER, EpisodeBuilder, Trajectory, collate
+from ..chat import replay
+from ..envs.protocol import DEFAULT_ENV, env_attr, find_task
+from ..render import OWNER, Trajectory, collate
 from .evaluation import action_entropy, family_rates, pass_rate
 
 
@@ -70,39 +71,21 @@ def strip_wrappers(traj: Trajectory) -> Trajectory:
     keep = (traj.owner != OWNER['template']) | (torch.arange(len(traj.ids)) == 0)  # keep <bos>
     owner = traj.owner[keep]
     return Trajectory(traj.ids[keep], (owner[1:] == OWNER['policy']).float(), torch.zeros(int(keep.sum()) - 1),
-                      traj.reward, traj.info, owner, traj.turn[keep], vocab=traj.vocab)
+                      traj.reward, traj.info, owner, traj.turn[keep], turn_rewards=traj.turn_rewards, vocab=traj.vocab)
 
 
 def episode_task(traj: Trajectory, tasks=None):
     """The task of an episode: the one of ``tasks`` named ``info['task']``, or (no ``tasks``) the name itself,
-    which an environment that resets by name takes (BugFix does)."""
-    name = traj.info['task']
-    if tasks is None:
-        return name
-    by_name = {t.name: t for t in tasks}
-    if name not in by_name:
-        raise ValueError(f'episode of task {name!r}, which is not among the {len(by_name)} tasks given')
-    return by_name[name]
+    which an environment that resets by name takes (BugFix does): ``envs.protocol.find_task``."""
+    return find_task(traj.info['task'], tasks)
 
 
 def rerender(traj: Trajectory, tok, env=DEFAULT_ENV, tasks=None) -> Trajectory:
-    """Replay ``traj``'s calls (``info['actions']``) in a fresh ``env`` through the library's renderer.
+    """Replay ``traj``'s calls (``info['actions']``) in a fresh ``env`` through the library's renderer for ``tok``
+    (``chat.replay``: the word-level layout for our tokenizer, a chat template for a ``ChatRenderer``).
 
     ``env``: a factory or Gymnasium id; ``tasks``: where to find the episode's task (``episode_task``)."""
-    task = episode_task(traj, tasks)
-    env = make_env_factory(env)()
-    obs, _ = checked_reset(env, task)
-    episode = EpisodeBuilder(tok)
-    episode.prompt(obs)
-    reward, info = 0.0, {}
-    for turn, call in enumerate(traj.info['actions'], start=1):
-        episode.call((tok.encode(call) + [tok.stop_id])[:env.max_call_tokens])  # a capped call has no stop
-        obs, reward, terminated, truncated, info = checked_step(env, call, task, turn)
-        if obs:
-            episode.reply(obs)
-        if terminated or truncated:
-            break
-    return episode.build(reward, info)
+    return replay(traj, tok, env, tasks)
 
 
 def check_rendering(trajs, tok, env=DEFAULT_ENV, tasks=None) -> list:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from ..model import sequence_log_probs
 from ..render import collate
+from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
 
 LOSSES = ('sigmoid', 'ipo', 'hinge')
@@ -77,14 +78,26 @@ def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, l
     return (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), total.item()
 
 
-def make_pairs(sample, tasks, seed=0) -> list:
-    """Pair every success with a random failure of the same task -> list of (chosen, rejected) (section 15.4)."""
+def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
+    """Pair episodes of the same task whose returns differ by at least ``margin`` -> list of (chosen, rejected)
+    (section 15.4).
+
+    Every episode with a rejected candidate (an episode of its task whose return is lower by ``margin`` or more,
+    within ``RETURN_TOL``) is chosen once, against one candidate drawn at random with ``seed``. With the
+    chapter's 0/1 rewards and the default margin 1.0 this pairs every success with a random failure of the same
+    task. No pair at all warns (``recipes.outcomes.NoSignalWarning``), naming the margin and the returns seen.
+    """
+    margin = check_margin(margin)
     rng, pairs = random.Random(seed), []
+    sample = list(sample)
     for task in tasks:
         episodes = [t for t in sample if t.info['task'] == task.name]
-        wins, losses = [t for t in episodes if t.reward == 1], [t for t in episodes if t.reward == 0]
-        if losses:
-            pairs += [(w, rng.choice(losses)) for w in wins]
+        for chosen in episodes:
+            lower = [t for t in episodes if reaches(chosen.reward - t.reward, margin)]
+            if lower:
+                pairs.append((chosen, rng.choice(lower)))
+    if not pairs and sample:
+        warn_no_signal('make_pairs', f'no two episodes of a task have returns {margin:g} or more apart', sample)
     return pairs
 
 

@@ -7,25 +7,26 @@ from __future__ import annotations
 
 import torch
 
-from ..envs.protocol import DEFAULT_ENV, make_env_factory
+from ..envs.protocol import DEFAULT_ENV
 from ..model import entropy_from_logits
-from ..rollout import rollout_batch
+from ..rollout import rollout_groups
 
 
 def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden', env=DEFAULT_ENV):
-    """Sample n_samples episodes per task in lockstep -> (mean reward, list of Trajectory) (section 15.2).
+    """Sample n_samples episodes per task in lockstep -> (mean return, list of Trajectory) (section 15.2).
 
     ``env``: the environment factory or Gymnasium id; ``reward='public'`` builds it with its public reward.
+    The first value is the mean of the episodes' returns: with the chapter's 0/1 rewards, the share that
+    pass. With partial credit it is the mean return, not a success rate: ``recipes.outcomes.success_rate``
+    (of the episodes returned) gives that.
     """
-    make = make_env_factory(env, reward)
     gen = torch.Generator().manual_seed(seed)
-    batch_tasks = [t for t in tasks for _ in range(n_samples)]
-    trajs = rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
+    trajs = rollout_groups(model, tasks, tok, n_samples, env=env, reward=reward, temperature=temperature, generator=gen)
     return sum(t.reward for t in trajs) / len(trajs), trajs
 
 
 def family_rates(trajs) -> dict:
-    """Mean reward per task group of some episodes (``info['group']``; BugFix: the bug family) -> {group: pass}.
+    """Mean return per task group of some episodes (``info['group']``; BugFix: the bug family) -> {group: pass}.
 
     Groups appear in the order their first episode does (BugFix's tasks come in ``FAMILIES`` order);
     episodes without a group are left out."""

@@ -34,10 +34,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..envs.protocol import DEFAULT_ENV, make_env_factory
+from ..envs.protocol import DEFAULT_ENV
 from ..model import entropy_from_logits
 from ..render import collate
-from ..rollout import rollout_batch
+from ..rollout import rollout_groups
+from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction
 
 ADV_NORMS = ('mean', 'std')
@@ -72,6 +73,11 @@ class GRPOConfig:
     """Weight of the entropy bonus (subtracted from the loss)."""
     temperature: float = 1.0
     """Sampling temperature; every log-prob of the update is taken at it too."""
+    credit: str = 'episode'
+    """``'episode'``: every action token of an episode shares its advantage (the chapter's); ``'turn'``: each
+    token gets its turn's reward-to-go minus the group's leave-one-out baseline of it (``recipes.credit``)."""
+    gamma: float = 1.0
+    """The discount of turn credit's reward-to-go (1: undiscounted)."""
     seed: int = 0
     """Seeds task choice (``random.Random``), rollouts and minibatch shuffling (``torch.Generator``s)."""
 
@@ -94,6 +100,7 @@ class GRPOConfig:
         for name in ('kl_coef', 'ent_coef'):
             if not getattr(self, name) >= 0:
                 raise ValueError(f'{name} must be >= 0, got {getattr(self, name)!r}')
+        check_credit(self.credit, self.gamma)
 
 
 def aggregate(x: torch.Tensor, mask: torch.Tensor, agg: str = 'token') -> torch.Tensor:
@@ -136,7 +143,8 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
     """The clipped surrogate on one minibatch -> (loss, stats dict of floats).
 
     ``mb`` is a ``collate`` batch of sampled trajectories (its ``logprobs [b, T-1]`` are the
-    behaviour log-probs), ``mb_advantages [b]`` their advantages. Every term (surrogate, entropy,
+    behaviour log-probs), ``mb_advantages`` their advantages: ``[b]`` (one per episode) or ``[b, T-1]`` (one
+    per token, turn credit). Every term (surrogate, entropy,
     KL) is aggregated with ``cfg.agg``. ``stats`` holds ``pg_loss``,
     ``entropy``, ``clip_frac`` (share of action tokens whose ratio left the clip range),
     ``approx_kl`` (token mean of ``(ratio - 1) - log ratio``, KL(behaviour || new)) and, with a
@@ -148,7 +156,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
                                              lengths=mb.get('lengths'))  # [b, T-1] each
     log_ratio = (mb_logp - mb_old_logp) * mask  # [b, T-1], 0 off the action tokens
     ratio = log_ratio.exp()  # [b, T-1]
-    A = mb_advantages[:, None]  # [b, 1]
+    A = mb_advantages[:, None] if mb_advantages.dim() == 1 else mb_advantages  # [b, 1] or [b, T-1]
     pg_losses = -A * ratio  # [b, T-1]
     pg_losses_clipped = -A * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)  # [b, T-1]
     pg_loss = aggregate(torch.max(pg_losses, pg_losses_clipped), mask, cfg.agg)
@@ -198,7 +206,6 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
         ref_model.eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    make = make_env_factory(env)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
@@ -206,12 +213,16 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     logs = []
     for step in range(1, steps + 1):
         # 1. sample n_tasks x group episodes with the current (behaviour) policy
-        b_tasks = [t for t in rng.sample(tasks, cfg.n_tasks) for _ in range(cfg.group)]
-        trajs = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, temperature=cfg.temperature,
-                              generator=gen)
+        trajs = rollout_groups(model, rng.sample(tasks, cfg.n_tasks), tok, cfg.group, env=env,
+                               temperature=cfg.temperature, generator=gen)
         b_rewards = torch.tensor([t.reward for t in trajs]).view(cfg.n_tasks, cfg.group)  # [tasks, G]
-        # 2. group advantages, one per episode
+        # 2. group advantages: one per episode, or (turn credit) one per token of each turn
         b_advantages = group_advantages(b_rewards, cfg.adv_norm).view(-1)  # [B]
+        if cfg.credit == 'turn':
+            full = collate(trajs, tok.pad_id)
+            b_turn = group_credit(full, cfg.group, 'turn', cfg.gamma)  # [B, T-1]
+            if cfg.adv_norm == 'std':  # the same scale as episode credit's: the group's return std
+                b_turn = b_turn / (b_rewards.std(1) + STD_EPS).repeat_interleave(cfg.group)[:, None]
         # 3. epochs x minibatches of clipped updates
         B = len(trajs)
         step_stats = []
@@ -219,7 +230,8 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
                 mb = collate([trajs[i] for i in mb_idx.tolist()], tok.pad_id)
-                loss, stats = grpo_loss(model, mb, b_advantages[mb_idx], cfg, ref_model)
+                mb_adv = b_advantages[mb_idx] if cfg.credit == 'episode' else b_turn[mb_idx][:, :mb['ids'].shape[1] - 1]
+                loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

@@ -29,7 +29,7 @@ from .evaluation import pass_rate
 
 
 def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16, beta=0.1, lr=1e-3, nll_weight=0.0,
-                     loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV) -> list:
+                     loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV, margin=1.0) -> list:
     """Iterative DPO on ``tasks`` in ``env`` (a factory or Gymnasium id), in place -> log, one dict per ``every`` steps.
 
     Round r (starting at step ``r * regen_every + 1``) samples with seed ``seed + r`` and pairs
@@ -39,7 +39,8 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
     calls per episode of this round's fresh sample: the policy's own behaviour when the round
     began), ``d_chosen`` / ``d_rejected`` (mean change of chosen / rejected log-probs from this
     round's reference, before the step's update; 0 without pairs), ``loss``, and
-    ``evaluate(policy)`` (a dict, e.g. train and held-out pass).
+    ``evaluate(policy)`` (a dict, e.g. train and held-out pass). ``margin``: the least return gap of a pair
+    (``make_pairs``; 1.0 pairs the chapter's successes with failures).
     """
     if loss not in LOSSES:
         raise ValueError(f'unknown loss {loss!r}; valid losses are {list(LOSSES)}')
@@ -54,7 +55,7 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
             r = (step - 1) // regen_every
             sample_pass, sample = pass_rate(policy, tasks, tok, n_samples, seed=seed + r, env=env)
             invalid = sum(t.info['n_invalid'] for t in sample) / len(sample)
-            pairs = make_pairs(sample, tasks, seed=seed + r)
+            pairs = make_pairs(sample, tasks, seed=seed + r, margin=margin)
             if pairs:
                 chosen_b = collate([c for c, _ in pairs], tok.pad_id)
                 rejected_b = collate([rj for _, rj in pairs], tok.pad_id)

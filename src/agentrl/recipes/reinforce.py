@@ -18,10 +18,11 @@ import random
 import torch
 import torch.nn.functional as F
 
-from ..envs.protocol import DEFAULT_ENV, make_env_factory
+from ..envs.protocol import DEFAULT_ENV
 from ..model import entropy_from_logits, sequence_log_probs
 from ..render import collate
-from ..rollout import rollout_batch
+from ..rollout import rollout_groups
+from .credit import check_credit, group_credit
 
 
 def _finite(x) -> bool:
@@ -40,20 +41,21 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
 
 
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
-                   env=DEFAULT_ENV) -> float:
-    """One REINFORCE step with a per-task group-mean baseline -> mean batch reward (section 15.5).
+                   env=DEFAULT_ENV, credit='episode', gamma=1.0) -> float:
+    """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
     per episode); ``entropy_bonus`` > 0 subtracts that weight times the mean action-token entropy from the
-    loss (section 15.6, remedies b and c).
+    loss (section 15.6, remedies b and c). ``credit='episode'`` (the chapter's estimator) weights every action
+    token by its episode's return minus the group mean; ``credit='turn'`` by its turn's reward-to-go
+    (discounted by ``gamma``) minus the group's leave-one-out baseline of it (``recipes.credit``).
     """
     _check(n_tasks, group, temperature, entropy_bonus)
-    make = make_env_factory(env)
-    batch_tasks = [t for t in rng.sample(list(tasks), n_tasks) for _ in range(group)]
-    trajs = rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature, generator=gen)
+    check_credit(credit, gamma)
+    trajs = rollout_groups(model, rng.sample(list(tasks), n_tasks), tok, group, env=env, temperature=temperature,
+                           generator=gen)
     b = collate(trajs, tok.pad_id)
-    rewards = b['rewards'].view(n_tasks, group)  # [tasks, G]
-    advantages = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1)  # [B, 1]
+    advantages = group_credit(b, group, credit, gamma)  # [B, 1] (episode credit) or [B, T-1] (turn credit)
     mask = b['action_mask']  # [B, T-1]
     if entropy_bonus:
         logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
@@ -67,25 +69,27 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     opt.zero_grad()
     pg_loss.backward()
     opt.step()
-    return rewards.mean().item()
+    return b['rewards'].view(n_tasks, group).mean().item()
 
 
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
-             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV):
+             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
     first step and every ``every`` steps. ``start`` offsets the step numbers, so a cold-started
-    run continues the x axis of its SFT phase. ``temperature``, ``entropy_bonus`` and ``env``: see ``reinforce_step``.
+    run continues the x axis of its SFT phase. ``temperature``, ``entropy_bonus``, ``env``, ``credit`` and
+    ``gamma``: see ``reinforce_step``.
     """
     _check(n_tasks, group, temperature, entropy_bonus, lr)
+    check_credit(credit, gamma)
     if n_tasks > len(list(tasks)):
         raise ValueError(f'n_tasks ({n_tasks}) exceeds the {len(list(tasks))} tasks given')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     history = [(start, *evaluate(model))] if evaluate is not None else []
     for step in range(1, steps + 1):
-        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env)
+        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma)
         if evaluate is not None and step % every == 0:
             history.append((start + step, *evaluate(model)))
     return history

@@ -1,7 +1,8 @@
 """Rejection sampling and expert iteration (sections 15.3 and 15.6).
 
-One round samples episodes from the current policy, keeps those the filter accepts (reward 1),
-and fine-tunes on them with ``sft_train``: filtered behaviour cloning. Repeating it is expert
+One round samples episodes from the current policy, keeps those the filter accepts (a return that reaches
+``threshold``: reward 1 in the chapter, ``recipes.outcomes``), and fine-tunes on them with ``sft_train``:
+filtered behaviour cloning. Repeating it is expert
 iteration. Because the filter is the reward, running it with ``reward='public'`` is the chapter's
 reward-hacking experiment: every round records how many kept episodes fail the hidden tests.
 """
@@ -12,12 +13,16 @@ from collections import Counter
 
 from ..envs.protocol import DEFAULT_ENV
 from .evaluation import pass_rate
+from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
+from .rounds import run_rounds
 from .sft import sft_train
 
 
-def keep_successes(trajs) -> list:
-    """The episodes the filter accepts: reward 1 (section 15.3)."""
-    return [t for t in trajs if t.reward == 1.0]
+def keep_successes(trajs, threshold: float = DEFAULT_THRESHOLD) -> list:
+    """The episodes the filter accepts: a return that reaches ``threshold`` (default 1.0, the chapter's reward 1)
+    (section 15.3)."""
+    threshold = check_threshold(threshold)
+    return [t for t in trajs if is_success(t, threshold)]
 
 
 def dedup_by_actions(trajs) -> list:
@@ -65,24 +70,25 @@ def _hacks(kept):
 
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                      reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
-                     temperature=1.0, env=DEFAULT_ENV):
+                     temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD):
     """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
 
     Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
-    successes under ``reward`` (optionally deduplicated by action sequence and capped per task),
-    and runs ``steps`` SFT steps on them with seed ``sft_seed + k``. Each round's dict holds the
-    sample pass rate, the kept episodes, the solved task names, ``hacks`` (kept episodes that fail
-    the hidden tests: the exploit under ``reward='public'``), and whatever ``evaluate(model)``
-    returns (a dict), measured after the round's SFT. Episodes are sampled at ``temperature`` in ``env`` (a
-    factory or Gymnasium id; ``hacks`` is None when its episodes report no ``info['hidden_pass']``).
+    successes under ``reward`` (a return that reaches ``threshold``; optionally deduplicated by action
+    sequence and capped per task), and runs ``steps`` SFT steps on them with seed ``sft_seed + k``. Each
+    round's dict holds the sample pass rate (its mean return), the kept episodes, the solved task names,
+    ``hacks`` (kept episodes that fail the hidden tests: the exploit under ``reward='public'``), and
+    whatever ``evaluate(model)`` returns (a dict), measured after the round's SFT. Episodes are sampled at
+    ``temperature`` in ``env`` (a factory or Gymnasium id; ``hacks`` is None when its episodes report no
+    ``info['hidden_pass']``). A round in which no episode reaches the threshold trains on nothing and warns
+    (``recipes.outcomes.NoSignalWarning``), naming the threshold and the returns it saw.
     """
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
-    history = []
-    for k in range(rounds):
-        rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k, reward=reward,
-                                 env=env)
-        kept = keep_successes(sample)
+    threshold = check_threshold(threshold)
+
+    def one_round(k):
+        rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k,
+                                 reward=reward, env=env)
+        kept = keep_successes(sample, threshold)
         if dedup:
             kept = dedup_by_actions(kept)
         if per_task_cap is not None:
@@ -90,9 +96,9 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
         row = {'round': k, 'rate': rate, 'kept': kept, 'solved': sorted({t.info['task'] for t in kept}),
                'hacks': _hacks(kept),
                'first_actions': Counter(t.info['actions'][0] for t in kept)}
-        if kept:  # nothing passed the filter: this round cannot teach anything
-            sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k)
-        if evaluate is not None:
-            row.update(evaluate(model))
-        history.append(row)
-    return history
+        if not kept:
+            warn_no_signal(f'expert_iteration round {k}', f'no episode reached the threshold {threshold:g}', sample)
+            return row, None
+        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k)
+
+    return run_rounds(model, rounds, one_round, evaluate)

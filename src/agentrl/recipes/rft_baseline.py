@@ -35,6 +35,8 @@ from ..model import sequence_log_probs
 from ..render import collate
 from .diagnostics import informative_fraction
 from .evaluation import pass_rate
+from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
+from .rounds import run_rounds
 
 
 def group_baseline_weights(rewards: torch.Tensor, keep_all_pass: bool = True) -> torch.Tensor:
@@ -91,36 +93,39 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
 
 
 def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
-                           reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV):
+                           reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV,
+                           threshold=DEFAULT_THRESHOLD):
     """Expert iteration with a group baseline: sample -> weight -> weighted SFT, in place -> one dict per round.
 
     As ``recipes.rejection.expert_iteration`` (same seeds: round k samples with ``sample_seed + k``
     and trains with ``sft_seed + k``), but every sampled episode is weighted by
-    ``group_baseline_weights`` (a task's ``n_samples`` episodes are its group) and trained on.
+    ``group_baseline_weights`` of its success (a return that reaches ``threshold``: 1, else 0; a task's
+    ``n_samples`` episodes are its group) and trained on.
     Episodes of weight 0 (all-fail groups, and all-pass ones without ``keep_all_pass``) carry no
     gradient and are left out of the pool, so, like RFT's dropped failures, they do not dilute the
     token mean. Each dict holds ``round``, ``rate`` (sample pass), ``n_pos`` and ``n_neg``
     (episodes trained with positive and negative weight), ``min_weight``, ``solved`` (task names
     with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict). Episodes are
-    sampled in ``env`` (a factory or Gymnasium id).
+    sampled in ``env`` (a factory or Gymnasium id). A round with no success warns and trains on nothing.
     """
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    threshold = check_threshold(threshold)
     tasks = list(tasks)
-    history = []
-    for k in range(rounds):
+
+    def one_round(k):
         rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward, env=env)
-        rewards = torch.tensor([t.reward for t in sample]).view(len(tasks), n_samples)  # [tasks, G], task-major
-        weights = group_baseline_weights(rewards, keep_all_pass).view(-1)  # [B]
+        success = torch.tensor([float(is_success(t, threshold)) for t in sample]).view(len(tasks), n_samples)  # [tasks, G]
+        weights = group_baseline_weights(success, keep_all_pass).view(-1)  # [B]
         pool = [(t, w) for t, w in zip(sample, weights.tolist()) if w != 0]
         row = {'round': k, 'rate': rate, 'n_pos': sum(w > 0 for _, w in pool), 'n_neg': sum(w < 0 for _, w in pool),
                'min_weight': min((w for _, w in pool), default=0.0),
-               'solved': sorted({t.info['task'] for t in sample if t.reward == 1.0}),
-               'informative': informative_fraction(rewards)}
-        if pool:
-            weighted_sft_train(model, [t for t, _ in pool], [w for _, w in pool], tok, steps=steps, lr=lr,
-                               batch_size=batch_size, seed=sft_seed + k)
-        if evaluate is not None:
-            row.update(evaluate(model))
-        history.append(row)
-    return history
+               'solved': sorted({t.info['task'] for t, ok in zip(sample, success.view(-1).tolist()) if ok}),
+               'informative': informative_fraction(success)}
+        if not pool:
+            why = (f'no episode reached the threshold {threshold:g}' if not success.any() else
+                   'every group passed, and keep_all_pass=False gives an all-pass group no weight')
+            warn_no_signal(f'rft_baseline_iteration round {k}', why, sample)
+            return row, None
+        return row, lambda: weighted_sft_train(model, [t for t, _ in pool], [w for _, w in pool], tok, steps=steps,
+                                               lr=lr, batch_size=batch_size, seed=sft_seed + k)
+
+    return run_rounds(model, rounds, one_round, evaluate)

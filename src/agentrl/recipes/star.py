@@ -30,21 +30,23 @@ from __future__ import annotations
 import torch
 
 from ..envs.play import oracle_calls
-from ..envs.protocol import DEFAULT_ENV, make_env_factory
+from ..envs.protocol import DEFAULT_ENV
 from ..policy import as_renderer
 from ..render import Trajectory
-from ..rollout import rollout_batch
+from ..rollout import rollout_groups
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
+from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
+from .rounds import run_rounds
 from .sft import sft_train
 
 
-def answer_ids(task, renderer, env=DEFAULT_ENV) -> list:
+def answer_ids(task, renderer, env=DEFAULT_ENV, threshold: float = DEFAULT_THRESHOLD) -> list:
     """The oracle's answer calls on ``task`` as the renderer writes them -> [(ids with the stop, verb length)].
 
     An answer call is an oracle call with arguments (``edit fix_init``; ``read`` and ``submit`` have none).
     Its verb is its first word, which the model must write itself before the rest is forced."""
     out = []
-    for call in oracle_calls(task, env):
+    for call in oracle_calls(task, env, threshold):
         words = call.split()
         if len(words) < 2:
             continue
@@ -81,61 +83,65 @@ def mask_forced_tokens(traj: Trajectory) -> Trajectory:
     mask = traj.action_mask.clone()  # [T-1]
     for p in traj.info.get('forced_positions', []):
         mask[p - 1] = 0.0  # entry p - 1 predicts token p
-    return Trajectory(traj.ids, mask, traj.logprobs, traj.reward, traj.info, traj.owner, traj.turn, vocab=traj.vocab)
+    return Trajectory(traj.ids, mask, traj.logprobs, traj.reward, traj.info, traj.owner, traj.turn,
+                      turn_rewards=traj.turn_rewards, vocab=traj.vocab)
 
 
-def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEFAULT_ENV) -> list:
+def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEFAULT_ENV,
+                threshold: float = DEFAULT_THRESHOLD) -> list:
     """Roll the model out ``n_samples`` times per task with the oracle's answers forced (``answer_forcer``) -> trajectories.
 
     Every trajectory has ``info['forced_positions']`` (indices into ``ids``; empty if the model
     never wrote an answer's verb); with ``mask`` their action-mask entries are 0. Behaviour log-probs of
-    forced tokens are 0 (the behaviour chose them with probability 1).
+    forced tokens are 0 (the behaviour chose them with probability 1). The oracle's episode of each task
+    must reach ``threshold`` for its calls to count as the answer.
     """
-    renderer, make = as_renderer(tok), make_env_factory(env)
-    answers = {t.name: answer_ids(t, renderer, env) for t in tasks}
-    b_tasks = [t for t in tasks for _ in range(n_samples)]
-    trajs = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, generator=generator,
-                          force=answer_forcer([answers[t.name] for t in b_tasks]))
+    renderer = as_renderer(tok)
+    answers = {t.name: answer_ids(t, renderer, env, threshold) for t in tasks}
+    force = answer_forcer([answers[t.name] for t in tasks for _ in range(n_samples)])
+    trajs = rollout_groups(model, tasks, tok, n_samples, env=env, generator=generator, force=force)
     return [mask_forced_tokens(t) for t in trajs] if mask else trajs
 
 
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,
-                   lr=3e-3, batch_size=32, env=DEFAULT_ENV) -> list:
+                   lr=3e-3, batch_size=32, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD) -> list:
     """Rounds of STaR with rationalization in ``env``, in place -> one dict per round (exercise 3).
 
     All rollouts (plain and rationalized, in that order each round) draw from one
-    ``torch.Generator`` seeded with ``seed``; round k's SFT uses seed ``seed + k``. Each dict holds:
+    ``torch.Generator`` seeded with ``seed``; round k's SFT uses seed ``seed + k``. A success is an
+    episode whose return reaches ``threshold`` (``recipes.outcomes``). Each dict holds:
 
-    - ``round``; ``rate``: the plain sample's pass rate;
+    - ``round``; ``rate``: the plain sample's pass rate (its mean return);
     - ``solved``: tasks with a plain success; ``failed``: the others (rationalized this round);
     - ``rationalized``: tasks with a rationalized success; ``n_rationalized``: those episodes;
       ``forced_rate``: pass rate of the rationalized rollouts (None if no task failed);
     - ``n_plain`` and ``n_kept``: plain successes, and all kept episodes; ``kept``: the kept trajectories;
     - whatever ``evaluate(model)`` returns (a dict, e.g. ``family_pass``), after the round's SFT.
+
+    A round with nothing kept warns (``recipes.outcomes.NoSignalWarning``) and trains on nothing.
     """
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    threshold = check_threshold(threshold)
     tasks = list(tasks)
-    make = make_env_factory(env)
     gen = torch.Generator().manual_seed(seed)
-    history = []
-    for k in range(rounds):
-        b_tasks = [t for t in tasks for _ in range(n_samples)]
-        sample = rollout_batch(model, [make() for _ in b_tasks], b_tasks, tok, generator=gen)
-        plain = [t for t in sample if t.reward == 1.0]
+
+    def one_round(k):
+        sample = rollout_groups(model, tasks, tok, n_samples, env=env, generator=gen)
+        plain = [t for t in sample if is_success(t, threshold)]
         solved = {t.info['task'] for t in plain}
         failed = [t for t in tasks if t.name not in solved]
-        forced = rationalize(model, failed, tok, n_samples, generator=gen, mask=mask_forced, env=env) if failed else []
-        rationalized = [t for t in forced if t.reward == 1.0]
+        forced = rationalize(model, failed, tok, n_samples, generator=gen, mask=mask_forced, env=env,
+                             threshold=threshold) if failed else []
+        rationalized = [t for t in forced if is_success(t, threshold)]
         kept = plain + rationalized
         row = {'round': k, 'rate': sum(t.reward for t in sample) / len(sample), 'solved': sorted(solved),
                'failed': [t.name for t in failed], 'rationalized': sorted({t.info['task'] for t in rationalized}),
                'n_rationalized': len(rationalized),
                'forced_rate': sum(t.reward for t in forced) / len(forced) if forced else None,
                'n_plain': len(plain), 'n_kept': len(kept), 'kept': kept}
-        if kept:  # nothing passed: this round cannot teach anything
-            sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=seed + k)
-        if evaluate is not None:
-            row.update(evaluate(model))
-        history.append(row)
-    return history
+        if not kept:
+            warn_no_signal(f'star_iteration round {k}', f'no episode, plain or rationalized, reached the threshold '
+                           f'{threshold:g}', sample + forced)
+            return row, None
+        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=seed + k)
+
+    return run_rounds(model, rounds, one_round, evaluate)

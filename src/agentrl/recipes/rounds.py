@@ -1,0 +1,33 @@
+"""The round skeleton that expert iteration, STaR and RFT with a baseline share (sections 15.3 and 15.6).
+
+Each of them repeats, from the current model, in place::
+
+    for k in range(rounds):
+        sample from the policy, choose what to train on     (the recipe's own round: row, train)
+        train on it, if anything was chosen                 (SFT or weighted SFT)
+        row.update(evaluate(model))                         (optional, after the round's training)
+"""
+from __future__ import annotations
+
+
+def check_rounds(rounds) -> int:
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    return rounds
+
+
+def run_rounds(model, rounds: int, one_round, evaluate=None) -> list:
+    """``rounds`` rounds of ``one_round(k) -> (row, train)`` -> one dict per round.
+
+    ``row`` is the round's dict; ``train`` a callable that trains the model on what the round chose, or None
+    when it chose nothing (the recipe has already warned). ``evaluate(model)`` (a dict) is merged into the row
+    after the round's training."""
+    history = []
+    for k in range(check_rounds(rounds)):
+        row, train = one_round(k)
+        if train is not None:
+            train()
+        if evaluate is not None:
+            row.update(evaluate(model))
+        history.append(row)
+    return history
