@@ -40,7 +40,9 @@ def test_export_writes_chat_jsonl(smoke_run, tmp_path):
     recs = read_jsonl(written['episodes'])
     assert len(recs) == written['n_episodes'] == sum(len(v) for v in episodes.values())
     for rec in recs:
-        assert set(rec) == {'messages', 'reward', 'info', 'source'}
+        assert set(rec) == {'messages', 'reward', 'turn_rewards', 'info', 'source'}
+        assert sum(rec['turn_rewards']) == rec['reward']
+        assert len(rec['turn_rewards']) == sum(m['role'] == 'assistant' for m in rec['messages'])
         assert {m['role'] for m in rec['messages']} <= {'user', 'assistant', 'tool'}
         assert rec['info']['task'] and isinstance(rec['info']['actions'], list)
     prefs = read_jsonl(written['pairs'])

@@ -213,11 +213,12 @@ class ChatRenderer:
         return self.decode(ids)
 
     # --- messages <-> trajectories
-    def render_messages(self, messages, reward: float = 0.0, info: dict | None = None) -> Trajectory:
+    def render_messages(self, messages, reward: float = 0.0, info: dict | None = None, turn_rewards=None) -> Trajectory:
         """Render a conversation (user, then assistant / tool alternating) -> Trajectory with owners.
 
         An assistant message with ``"end_of_turn": false`` is rendered without its end-of-turn marker
-        (a call cut at the length limit, as ``export`` writes it)."""
+        (a call cut at the length limit, as ``export`` writes it). ``reward`` is the return; ``turn_rewards``
+        (optional) each call's reward (without it the return is paid at the last call)."""
         messages = list(messages)
         if not messages or messages[0].get('role') != 'user':
             raise ValueError('an episode starts with the user message (the task prompt)')
@@ -236,7 +237,7 @@ class ChatRenderer:
             else:
                 ep.reply(m['content'], final=k == len(messages) - 1)
                 expect = 'assistant'
-        return ep.build(reward, dict(info or {}))
+        return ep.build(reward, dict(info or {}), turn_rewards)
 
     def __repr__(self):
         return f'ChatRenderer({type(self.tokenizer).__name__}, end of turn {self.eot!r}, vocab {self.vocab_size})'

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .experiments.cli import add_commands
     add_commands(sub)
-    from .export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines (issue 13)
+    from .export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines
     add_export(sub)
     return p
 

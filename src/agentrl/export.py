@@ -1,10 +1,10 @@
-"""Episodes out as chat data other trainers read, and back in (``agentrl export``; issue 13).
+"""Episodes out as chat data other trainers read, and back in (``agentrl export``).
 
 ``agentrl export RUN --format chat-jsonl`` writes a run's sampled episodes (``RUN/episodes/*.json``)
 as JSON Lines in the conversational format of Hugging Face trainers and ``datasets``:
 
-- ``episodes.jsonl``: one record per episode, ``{"messages": [...], "reward": r, "info": {...},
-  "source": NAME}``; messages are the task prompt (``user``), each call (``assistant``) and each
+- ``episodes.jsonl``: one record per episode, ``{"messages": [...], "reward": r, "turn_rewards": [...],
+  "info": {...}, "source": NAME}`` (``reward`` the return, ``turn_rewards`` each call's reward, in order); messages are the task prompt (``user``), each call (``assistant``) and each
   env reply (``tool``). A call the policy did not close (cut at the length limit, no end-of-turn
   token) carries ``"end_of_turn": false``.
 - ``pairs.jsonl``: the run's DPO pairs, ``{"chosen": [...], "rejected": [...], "reward_chosen",
@@ -55,7 +55,8 @@ def trajectory_messages(traj, tok) -> list[dict]:
 
 
 def episode_record(traj, tok, source: str | None = None) -> dict:
-    rec = {'messages': trajectory_messages(traj, tok), 'reward': float(traj.reward), 'info': dict(traj.info)}
+    rec = {'messages': trajectory_messages(traj, tok), 'reward': float(traj.reward),
+           'turn_rewards': list(traj.turn_rewards), 'info': dict(traj.info)}
     if source is not None:
         rec['source'] = source
     return rec
@@ -129,7 +130,8 @@ def export_run(run, out=None, tok=None, fmt: str = 'chat-jsonl') -> dict:
 
 def read_episodes(path, renderer) -> list:
     """Render every record of an ``episodes.jsonl`` through ``renderer`` (e.g. a ``ChatRenderer``)."""
-    return [renderer.render_messages(rec['messages'], rec.get('reward', 0.0), rec.get('info')) for rec in read_jsonl(path)]
+    return [renderer.render_messages(rec['messages'], rec.get('reward', 0.0), rec.get('info'), rec.get('turn_rewards'))
+            for rec in read_jsonl(path)]
 
 
 def read_pairs(path, renderer) -> list[tuple]:

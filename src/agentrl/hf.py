@@ -1,4 +1,4 @@
-"""``HFPolicy``: any ``transformers`` causal LM as an agentrl policy (issue 13).
+"""``HFPolicy``: any ``transformers`` causal LM as an agentrl policy.
 
 ``HFPolicy`` wraps an ``AutoModelForCausalLM`` (built from a config, or ``from_pretrained`` on a
 local folder) and its tokenizer, and implements the policy protocol of ``agentrl.policy``, so

@@ -142,19 +142,36 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
                         f'got {type(force).__name__}')
     was_training = model.training
     model.eval()
-    pool = ThreadPoolExecutor(min(env_workers, len(envs))) if env_workers > 1 and len(envs) > 1 else None
+    pool = _EnvPool(min(env_workers, len(envs))) if env_workers > 1 and len(envs) > 1 else None
     try:  # an environment's error leaves the model in the mode it was in
         return _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force, pool)
     finally:
         model.train(was_training)
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.close()
+
+
+class _EnvPool:
+    """Threads that answer one turn's environment calls: the live episodes split into one contiguous share per
+    thread (a handful of tasks per turn, not one per episode, so a fast environment pays almost nothing)."""
+
+    def __init__(self, workers: int):
+        self.workers, self.executor = workers, ThreadPoolExecutor(workers, thread_name_prefix='agentrl-env')
+
+    def each(self, fn, items) -> list:
+        """``[fn(x) for x in items]`` (results in order; the first error in order is raised)."""
+        items = list(items)
+        size = -(-len(items) // self.workers)  # ceil
+        shares = [items[i:i + size] for i in range(0, len(items), size)]
+        return [y for share in self.executor.map(lambda xs: [fn(x) for x in xs], shares) for y in share]
+
+    def close(self):
+        self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _each(pool, fn, items) -> list:
-    """``[fn(x) for x in items]``, in a thread pool when there is one (results in order; the first error in order
-    is raised)."""
-    return [fn(x) for x in items] if pool is None else list(pool.map(fn, items))
+    """``[fn(x) for x in items]``, through the pool when there is one."""
+    return [fn(x) for x in items] if pool is None else pool.each(fn, items)
 
 
 def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, force, pool=None) -> list:

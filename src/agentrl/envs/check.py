@@ -8,7 +8,8 @@ malformed calls, and checks each rule of ``protocol``. The first broken rule rai
 
 Rules checked: the tasks have unique non-empty names; ``max_turns``, ``max_tokens`` and
 ``max_call_tokens`` are positive ints; ``reset`` returns ``(str, dict)``; ``step`` returns five values,
-a str observation, a finite numeric reward, bool flags and a dict info; malformed calls are answered,
+a str observation, a finite numeric reward (at any step: a trajectory keeps each step's reward and sums
+them into the episode's return), bool flags and a dict info; malformed calls are answered,
 not raised; every episode ends within ``max_turns`` calls; the end info has ``task`` (the task's
 name), ``actions`` (one str per call) and ``n_invalid`` (an int >= 0), and the optional keys have their
 types; the same calls give the same replies and rewards (determinism); a ``reward='public'`` mode, if
@@ -57,7 +58,8 @@ def check_text_env(env, tasks, tok=None, seeds=range(2)) -> dict:
     """Check ``env`` (an instance, a class or factory, or a Gymnasium id) on ``tasks`` against the text-env protocol.
 
     Raises ``EnvProtocolError`` naming the class and the broken rule; returns a summary otherwise:
-    ``{'env', 'tasks', 'episodes', 'players', 'unknown_words'}``. With ``tok`` (a word-level tokenizer),
+    ``{'env', 'tasks', 'episodes', 'players', 'unknown_words', 'returns'}`` (``returns``: the distinct returns
+    of the scripted players' episodes, rounded to 1e-6: more than 0 and 1 means partial credit). With ``tok`` (a word-level tokenizer),
     words of scripted play that it lacks are listed in ``unknown_words`` and in a ``UserWarning``.
     """
     first, make = _instance_and_factory(env)
@@ -82,18 +84,19 @@ def check_text_env(env, tasks, tok=None, seeds=range(2)) -> dict:
         kinds = env_attr(first, 'scripted_kinds', ('oracle',))
         players = [(f'{kind} (seed {s})', partial(scripted_player, first, kind, s)) for kind in kinds for s in seeds]
     players += [(f'fuzz {c!r}', partial(_Repeat, c)) for c in FUZZ_CALLS]
-    words, episodes = set(), 0
+    words, episodes, returns = set(), 0, set()
     for task, name in zip(tasks, names):
         for label, new_player in players:
             ep = _play(make(), task, new_player(), cls, label)
             _check_end(ep, name, cls, label)
             if not label.startswith('fuzz'):
                 again = _play(make(), task, new_player(), cls, label)
-                if (again.prompt, again.replies, again.reward) != (ep.prompt, ep.replies, ep.reward):
+                if (again.prompt, again.replies, again.rewards) != (ep.prompt, ep.replies, ep.rewards):
                     raise EnvProtocolError(cls, 'the same calls give the same episode',
                                            f'task {name!r} with player {label} gave other replies or reward the '
                                            'second time; seed every random choice from the task')
                 words.update(w for text in (ep.prompt, *ep.calls, *ep.replies) for w in text.split())
+                returns.add(round(ep.reward, 6))
             episodes += 1
     _check_reward_modes(env, cls)
     unknown = sorted(w for w in words if tok is not None and w not in tok.token_to_id)
@@ -101,7 +104,7 @@ def check_text_env(env, tasks, tok=None, seeds=range(2)) -> dict:
         warnings.warn(f'{len(unknown)} words of scripted play on {cls} are not in the vocabulary and encode as <unk>: '
                       f'{unknown[:12]}{" ..." if len(unknown) > 12 else ""}', UserWarning, stacklevel=2)
     return {'env': cls, 'tasks': len(tasks), 'episodes': episodes, 'players': [p for p, _ in players],
-            'unknown_words': unknown}
+            'unknown_words': unknown, 'returns': sorted(returns)}
 
 
 def _play(env, task, player, cls, label) -> Episode:

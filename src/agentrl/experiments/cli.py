@@ -237,6 +237,12 @@ def add_commands(sub):
     bench.add_argument('--sft-steps', type=int, default=None, metavar='N', help='oracle SFT steps (default 60)')
     bench.add_argument('--sft-batch', type=int, default=None, metavar='N', help='trajectories per timed SFT step (default 32)')
     bench.add_argument('--no-peer', action='store_true', help='skip the Hugging Face peer rows')
+    bench.add_argument('--env-workers', type=int, default=None, metavar='N',
+                       help='run the BugFix rollouts with an environment thread pool of N (default 1: serial)')
+    bench.add_argument('--slow-episodes', type=int, default=None, metavar='N',
+                       help='episodes of the slow-environment workload (default 64; 0 skips it)')
+    bench.add_argument('--slow-workers', type=int, default=None, metavar='N',
+                       help='env workers of the slow-environment workload (default 8)')
     bench.set_defaults(func=_bench)
 
     # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweeps/sweep.py)

@@ -33,6 +33,10 @@ What is measured:
     plain ``transformers`` agent loop (each turn one batched, left-padded ``generate`` over every live
     conversation, its own cache, none kept across turns): episodes/s of ours / theirs (``experiments/bench/hf_loop.py``);
     ``*_fresh``: the same on the untrained GPT-2, whose episodes run to the turn limit.
+(h) ``slow_env_serial_vs_pool``: a slow environment (``Waiting``: every ``reset`` and ``step`` sleeps 20 ms,
+    3 calls per episode), 64 episodes of a fresh TinyAgent (``--slow-episodes``), stepped one after another and
+    with ``env_workers=8`` (``--slow-workers``): serial seconds / pooled seconds, the trajectories identical
+    (``experiments/bench/slow_env.py``). ``--env-workers N`` runs (a)-(c) with the pool too.
 (g) How far from the physical limit: this machine's fp32 GEMM peak (a square ``torch.mm`` at the
     bench's thread count; the size, from ``gemm_sizes``, that ran fastest in a short probe) interleaved
     with one TinyAgent SFT step (as in (e)) and one cached sampling step (batch = the rollout's
@@ -56,6 +60,7 @@ import torch
 from ...render import collate
 from .bench_render import render
 from .flops import bench_efficiency
+from .slow_env import bench_slow_env
 from .timing import METHOD, check_repeats, loadavg, machine_info
 from .workloads import bench_rollout, bench_sampling, bench_sft_step, build_models, log_stderr
 
@@ -75,7 +80,8 @@ def have_transformers() -> bool:
 
 def run(repeats: int = 5, threads: int = 2, n_tasks: int | None = None, episodes_per_task: int = 16,
         weak_steps: int = 150, sft_steps: int = 60, sft_batch: int = 32, peer: bool = True,
-        peer_attns=('sdpa', 'eager'), gemm_sizes=(1024, 2048), log=log_stderr) -> dict:
+        peer_attns=('sdpa', 'eager'), gemm_sizes=(1024, 2048), log=log_stderr, env_workers: int = 1,
+        slow_episodes: int = 64, slow_workers: int = 8, slow_delay: float = 0.02) -> dict:
     """Run every measurement -> one dict (JSON-serialisable) with the headline ratios at the top level.
 
     ``threads`` sets ``torch.set_num_threads`` for the run (restored afterwards; 0 leaves it alone).
@@ -86,18 +92,25 @@ def run(repeats: int = 5, threads: int = 2, n_tasks: int | None = None, episodes
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _run(repeats, threads or before, n_tasks, episodes_per_task, weak_steps, sft_steps, sft_batch, peer,
-                    peer_attns, tuple(gemm_sizes), log)
+        res = _run(repeats, threads or before, n_tasks, episodes_per_task, weak_steps, sft_steps, sft_batch, peer,
+                   peer_attns, tuple(gemm_sizes), log, env_workers)
+        if slow_episodes:
+            log(f'slow environment: {slow_episodes} episodes x 3 calls, {slow_delay * 1000:.0f} ms a call, serial and '
+                f'{slow_workers} env workers interleaved')
+            slow = bench_slow_env(slow_episodes, 3, slow_delay, slow_workers, min(repeats, 3))
+            res['slow_env'], res['slow_env_serial_vs_pool'] = slow, slow['serial_vs_pool']
+            res['ratios']['slow_env_serial_vs_pool'] = slow['ratio']
+        return res
     finally:
         torch.set_num_threads(before)
 
 
 HEADLINE = ('rollout_vs_forward', 'kv_cache_speedup', 'sampling_vs_hf', 'sampling_vs_hf_same_shape', 'sft_step_vs_hf',
-            'hf_engine_vs_generate_loop')
+            'hf_engine_vs_generate_loop', 'slow_env_serial_vs_pool')
 
 
 def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sft_batch, peer, peer_attns,
-         gemm_sizes, log):
+         gemm_sizes, log, env_workers=1):
     check_repeats(repeats)
     t_start = time.perf_counter()
     load = loadavg()
@@ -109,9 +122,9 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
     tok, train = setup['tok'], setup['train']
     tasks = [t for t in train for _ in range(episodes_per_task)]
     log(f'rollouts: fresh TinyAgent, forward / cached / no-cache interleaved, {len(tasks)} episodes x (1 + {repeats}) each')
-    fresh = bench_rollout(setup['fresh'], tasks, tok, repeats, no_cache=True)
+    fresh = bench_rollout(setup['fresh'], tasks, tok, repeats, no_cache=True, env_workers=env_workers)
     log(f'rollouts: oracle-SFT TinyAgent, forward / cached / no-cache interleaved, {len(tasks)} episodes x (1 + {repeats}) each')
-    sft = bench_rollout(setup['sft'], tasks, tok, repeats, no_cache=True)
+    sft = bench_rollout(setup['sft'], tasks, tok, repeats, no_cache=True, env_workers=env_workers)
     trajs = sft.pop('trajectories')
     fresh.pop('trajectories')
     g = torch.Generator().manual_seed(0)
@@ -148,7 +161,7 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
                         'episodes': len(tasks), 'tasks': len(train),
                         'episodes_per_task': episodes_per_task, 'weak_steps': weak_steps, 'sft_steps': sft_steps,
                         'sft_batch': sft_batch, 'temperature': 1.0, 'gemm_sizes': list(gemm_sizes),
-                        'threads': threads},
+                        'threads': threads, 'env_workers': env_workers},
            'machine': machine}
     if peer and not use_peer:
         log(PEER_MISSING)
@@ -168,7 +181,7 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
                     'sampling_vs_hf_same_shape': samp['ratios']['sampling_vs_hf_same_shape']['median'],
                     'sampling_vs_hf': samp['ratios']['sampling_vs_hf']['median'],
                     'sft_step_vs_hf': steps['ratio']['median']})
-        # (f) issue 13: the same HFPolicy GPT-2 through our lockstep engine vs one batched generate per turn
+        # (f) the same HFPolicy GPT-2 through our lockstep engine vs one batched generate per turn
         from . import hf_loop
         loop = hf_loop.run(tok, train, setup['weak_play'], weak_steps, sft_steps, repeats, episodes_per_task, log)
         ratios['hf_engine_vs_generate_loop'] = loop['sft']['ratios']['hf_engine_vs_generate_loop']
@@ -183,7 +196,8 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
 def main(args) -> int:
     import json
     kw = {'repeats': args.repeats, 'threads': args.threads}
-    for name in ('n_tasks', 'episodes_per_task', 'weak_steps', 'sft_steps', 'sft_batch'):
+    for name in ('n_tasks', 'episodes_per_task', 'weak_steps', 'sft_steps', 'sft_batch', 'env_workers', 'slow_episodes',
+                 'slow_workers'):
         if getattr(args, name, None) is not None:
             kw[name] = getattr(args, name)
     if getattr(args, 'no_peer', False):

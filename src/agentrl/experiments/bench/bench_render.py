@@ -104,6 +104,15 @@ def render(res: dict, console=None) -> None:
             t.add_row(f"  {label}: episodes/s ({e['mean_turns']:.1f} turns, {e['mean_tokens']:.0f} tokens; pass "
                       f"{e['pass_rate']:.2f} | {g['pass_rate']:.2f}) [bold]({name})[/bold]",
                       _f(e['episodes_per_s']), _f(g['episodes_per_s']), _ratio(r['ratio'], rat.get(name)), '')
+    if res.get('slow_env'):
+        sl = res['slow_env']
+        t.add_section()
+        t.add_row(f"[bold]slow environment[/bold]: {sl['episodes']} episodes x {sl['turns']} calls, "
+                  f"{sl['delay_s'] * 1000:.0f} ms a call ({sl['waits_seconds']:.1f} s of waits); "
+                  f"trajectories identical: {sl['identical']}", '', '', '', '')
+        t.add_row(f"  seconds: {sl['workers']} env workers | serial [bold](slow_env_serial_vs_pool)[/bold]",
+                  _f(sl['pool_seconds'], ' s'), _f(sl['serial_seconds'], ' s'),
+                  _ratio(sl['serial_vs_pool'], rat.get('slow_env_serial_vs_pool')), '')
     if hg is None:
         t.add_row(f"[bold]SFT step[/bold] (masked NLL + backward + AdamW, batch {tuple(st['shape'])})", '', '', '', '')
         t.add_row('  padded tokens/s', _f(st['tokens_per_s']), '-', '-', sft_gf)

@@ -1,4 +1,4 @@
-"""Our lockstep engine vs a plain ``transformers`` agent loop, on the same ``HFPolicy`` GPT-2 (issue 13).
+"""Our lockstep engine vs a plain ``transformers`` agent loop, on the same ``HFPolicy`` GPT-2.
 
 The plain loop is the strongest one ``transformers`` offers out of the box: each turn, every live
 episode's conversation so far is left-padded into ONE batched ``model.generate`` call (sampling,

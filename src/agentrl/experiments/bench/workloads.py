@@ -56,24 +56,25 @@ def build_models(n_tasks: int | None = None, weak_steps: int = 150, sft_steps: i
 
 # --- (a)-(c) rollouts -----------------------------------------------------------------------------
 
-def _rollout(model, tasks, tok, seed, use_cache=True):
+def _rollout(model, tasks, tok, seed, use_cache=True, env_workers=1):
     envs = [CHAPTER.make() for _ in tasks]
     return rollout_batch(model, envs, tasks, tok, temperature=1.0,
-                         generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
+                         generator=torch.Generator().manual_seed(seed), use_cache=use_cache, env_workers=env_workers)
 
 
-def bench_rollout(model, tasks, tok, repeats: int, seed: int = 0, no_cache: bool = False) -> dict:
+def bench_rollout(model, tasks, tok, repeats: int, seed: int = 0, no_cache: bool = False, env_workers: int = 1) -> dict:
     """Rollout throughput, one teacher-forced forward over the result and optionally the no-cache path,
-    interleaved in one session (forward, rollout, no-cache; reversed every other round)."""
-    ids = collate(_rollout(model, tasks, tok, seed), tok.pad_id)['ids']  # the forward's input: this seed's trajectories
+    interleaved in one session (forward, rollout, no-cache; reversed every other round). ``env_workers``: the
+    rollouts' environment thread pool (1: stepped one after another)."""
+    ids = collate(_rollout(model, tasks, tok, seed, env_workers=env_workers), tok.pad_id)['ids']  # the forward's input
 
     def forward():
         with torch.no_grad():
             return model(ids)
 
-    fns = {'forward': forward, 'rollout': lambda: _rollout(model, tasks, tok, seed)}
+    fns = {'forward': forward, 'rollout': lambda: _rollout(model, tasks, tok, seed, env_workers=env_workers)}
     if no_cache:
-        fns['no_cache'] = lambda: _rollout(model, tasks, tok, seed, use_cache=False)
+        fns['no_cache'] = lambda: _rollout(model, tasks, tok, seed, use_cache=False, env_workers=env_workers)
     s = timed_interleaved(fns, repeats)
     trajs = s['out']['rollout']
     sec, fwd = s['median']['rollout'], s['median']['forward']
