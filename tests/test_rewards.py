@@ -282,3 +282,13 @@ def test_rollout_groups_is_task_major(tok):
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         arl.pass_rate(model, CODES, tok, 2, env=Keypad)
+
+
+def test_tasks_of_another_environment_without_env_say_env_was_forgotten(tok):
+    torch.manual_seed(0)
+    model = arl.TinyAgent(tok.vocab_size)
+    with pytest.raises(arl.EnvStepError, match=r"BugFixEnv.reset raised on task 'code/123'.*No env= was given, so "
+                                               r"the episodes were played in the default environment, "
+                                               r"'agentrl/BugFix-v0': if these tasks belong to another environment, "
+                                               r"pass it as env="):
+        arl.pass_rate(model, CODES, tok, 2)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .envs.protocol import DEFAULT_ENV, checked_reset, checked_step, make_env_factory
+from .envs.protocol import DEFAULT_ENV, EnvStepError, checked_reset, checked_step, make_env_factory
 from .policy import as_renderer
 from .render import Trajectory, render_play
 
@@ -253,5 +253,12 @@ def rollout_groups(model, tasks, tok, group: int, env=DEFAULT_ENV, reward: str =
     is ``rollout_batch``'s. ``force``, when given, is called with the index into this task-major list."""
     make = make_env_factory(env, reward)
     batch_tasks = [t for t in tasks for _ in range(group)]
-    return rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature,
-                         generator=generator, force=force, env_workers=env_workers)
+    try:
+        return rollout_batch(model, [make() for _ in batch_tasks], batch_tasks, tok, temperature=temperature,
+                             generator=generator, force=force, env_workers=env_workers)
+    except EnvStepError as e:
+        if env == DEFAULT_ENV and '.reset raised' in str(e):  # a user's tasks, played in the default gym
+            raise EnvStepError(f'{e}. No env= was given, so the episodes were played in the default environment, '
+                               f'{DEFAULT_ENV!r}: if these tasks belong to another environment, pass it as env= '
+                               '(every recipe and evaluator takes env=)') from e.__cause__
+        raise
