@@ -148,6 +148,8 @@ def test_a_sweeps_workers_find_the_environment_by_its_import_path(plain_run, tmp
     assert all(sweep['claims'][k]['n'] == 0 and sweep['claims'][k]['why'].startswith('n/a: ') for k in na)
     assert '(5 not applicable)' in ' '.join(stdout.split())
     assert '5 not applicable' in (out / 'sweep.md').read_text()
+    code, stdout, _ = run_cli(['claims', str(out)])
+    assert code == 0 and 'claims hold at every seed (5 not applicable)' in ' '.join(stdout.split())
     code, stdout, _ = run_cli(['compare', str(plain_run[0]), str(out), '--out', str(tmp_path / 'cmp')])
     assert code == 0
     result = json.loads((tmp_path / 'cmp' / 'compare.json').read_text())

@@ -159,7 +159,7 @@ def _claims(args):
         if (folder / 'sweep.json').is_file():
             sweep = json.loads((folder / 'sweep.json').read_text())
             from .sweeps.summary import seed_claims
-            from .sweeps.summary import every_seed_line, seed_claims
+            from .sweeps.sweep_report import every_seed_line
             try:
                 claims = seed_claims(folder, sweep)
             except ValueError as e:  # the sweep's environment cannot be found here
