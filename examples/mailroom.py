@@ -1,14 +1,16 @@
-"""Your own environment, end to end: the Mailroom, a TinyAgent, SFT then REINFORCE.
+"""Your own environment, end to end: the Mailroom, a TinyAgent, SFT then REINFORCE; and the whole chapter on it.
 
     python examples/mailroom.py            # about 20 s on 2 cores; prints pass rates as it trains
     python examples/mailroom.py --help     # budgets and seed
+    agentrl reproduce --env examples.mailroom:CHAPTER   # chapter 15's sections on the Mailroom (from this folder's parent)
 
 A parcel waits at the desk. The prompt names it (``deliver parcel amber``), never its room; the
 label does. The agent calls ``label`` (the reply shows the room), ``go ROOM`` (an open argument,
 copied from that reply), and ``drop``. Held-out parcels have names the policy never saw, so only a
 policy that reads the label and copies the room delivers them. The environment is ~70 lines on top of
 ``arl.TextEnv``, which keeps the text-env protocol's bookkeeping (turns, invalid calls, truncation,
-the end info); the same recipes that train on BugFix train on it, given ``env=Mailroom``.
+the end info); the same recipes that train on BugFix train on it, given ``env=Mailroom``. ``CHAPTER``
+(section 4) is all ``agentrl reproduce`` and ``agentrl sweep`` need to run the chapter on it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import torch
 
 import agentrl as arl
 from agentrl.envs import InvalidCall
+from agentrl.experiments.chapter15.envs import ChapterEnv
 
 ROOMS = tuple(f'r{i}' for i in range(1, 9))
 NAMES = ('amber', 'birch', 'coral', 'dune', 'ember', 'fern', 'gale', 'heath', 'iris', 'jade', 'kelp', 'lark',
@@ -112,7 +115,16 @@ class Courier:
         return call if call is not None else f'go {observation.split()[-1]}'
 
 
-# --- 4. training: the chapter's recipes, given env=Mailroom
+# --- 4. the chapter on it: agentrl reproduce --env examples.mailroom:CHAPTER (or sweep, show ... --env)
+CHAPTER = ChapterEnv('mailroom', 'the Mailroom', Mailroom, make_parcels, task_label='parcels',
+                     budgets={'sft_steps': 40, 'rl_cold_steps': 30})
+"""The Mailroom as the chapter's harness runs it: its environment, its tasks by split, and the budgets that differ
+from the chapter's (this script's own SFT and RL steps; ``--set`` changes them again). The harness asks it what the
+Mailroom has: a public check (a drop anywhere but the desk), a call that only reads (``label``), task groups (the
+floors); the chapter's bands are BugFix's figures and do not apply."""
+
+
+# --- 5. training: the chapter's recipes, given env=Mailroom
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--sft-steps', type=int, default=40, help='oracle SFT steps (default 40)')

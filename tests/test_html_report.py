@@ -169,7 +169,9 @@ def test_embedded_episodes_decode_to_the_saved_trajectories(run_dir, page):
     data = embedded_data(page)
     assert data['vocab'] == arl.build_tokenizer(arl.make_tasks('all')).vocab and data['owners'] == ['template', 'prompt', 'policy', 'tool']
     keys = [p['key'] for p in data['policies']]
-    assert keys[:len(POLICIES)] == list(POLICIES) and [p['label'] for p in data['policies'][:3]] == list(POLICIES.values())[:3]
+    config = json.loads((run_dir / 'results.json').read_text())['config']  # the SFT checkpoints by the run's steps
+    assert keys[:len(POLICIES)] == list(POLICIES) and [p['label'] for p in data['policies'][:3]] == [
+        'weak base', f"oracle SFT, step {config['cold_start_step']}", f"oracle SFT, step {config['sft_steps']}"]
     for pol in data['policies'][:2]:
         trajs = load_trajectories(run_dir / 'episodes' / f"{pol['key']}.json")
         assert len(pol['episodes']) == len(trajs) == 60
@@ -212,7 +214,8 @@ def test_cli_report_and_show(run_dir, tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(['show', str(run_dir), '--policy', 'sft_step60', '--task', 'minmax/clamp', '--n', '1']) == 0
     text = capsys.readouterr().out
-    assert 'oracle SFT, step 60' in text and 'minmax/clamp' in text and '[turn 1]' in text and 'episode 1 of 2' in text
+    steps = json.loads((run_dir / 'results.json').read_text())['config']['sft_steps']  # the smoke run's last SFT step
+    assert f'oracle SFT, step {steps} [sft_step60]' in text and 'minmax/clamp' in text and '[turn 1]' in text and 'episode 1 of 2' in text
     assert cli_main(['show']) == 0
     text = capsys.readouterr().out
     assert 'oracle demo' in text and 'read' in text and 'submitted' in text

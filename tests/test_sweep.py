@@ -128,7 +128,7 @@ def test_sweep_writes_outputs(local_sweep):
     assert sw['seeds'] == [0, 1] and sw['aggregated_seeds'] == [0, 1] and sw['n'] == 2 and sw['failed_seeds'] == []
     assert len(sw['findings']) == 30 and all(r['n'] == 2 for r in sw['findings'].values())
     for key in ['15.2/weak/train', '15.2/oracle_sft/entropy', '15.3/after_rft/held', '15.6/mismatch/reads',
-                '15.5/curves/RL only/2/1', '15.6/probe/SFT step 20/signal', '15.1/loss_masked', '15.4/loss_values/1']:
+                '15.5/curves/RL only/2/1', f'15.6/probe/SFT step {Ch15Config.smoke().cold_start_step}/signal', '15.1/loss_masked', '15.4/loss_values/1']:
         stat = sw['figures'][key]
         vals = [S.seed_figures(sections(out / f'seed{s}'))[key] for s in (0, 1)]
         assert stat['values'] == vals and stat['mean'] == pytest.approx(sum(vals) / 2)

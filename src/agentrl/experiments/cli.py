@@ -21,8 +21,9 @@ def _reproduce(args):
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
     from .chapter15.config import resolve
     from .chapter15.envs import get_env
-    try:  # every setting is checked before anything runs (and before torch is imported)
-        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env))
+    try:  # the environment and every setting are checked before anything runs (and before torch is imported)
+        env = get_env(args.env)
+        config, overrides = resolve(args.smoke, args.config, args.sets, env=env)
     except ValueError as e:
         return _error('reproduce', e)
     from .chapter15.parallel import prestart, worker_threads
@@ -34,9 +35,8 @@ def _reproduce(args):
     from rich.table import Table
 
     from .chapter15 import figures, report
-    from .chapter15.bands import check_transcript
     from .chapter15.chapter import Chapter15
-    from .chapter15.claims import check_claims
+    from .chapter15.claims import check_claims, summary, tally
     from .chapter15.reproduction import SECTIONS, TITLES
 
     jobs = args.jobs or usable_cores()
@@ -50,7 +50,7 @@ def _reproduce(args):
     try:  # model settings and --resume into another config are refused here, before any section runs
         run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
                         overrides=overrides, policy=args.policy, jobs=jobs, worker_threads=args.threads or None,
-                        env=args.env)
+                        env=env.name)
     except ValueError as e:
         return _error('reproduce', e)
     if overrides:
@@ -60,9 +60,10 @@ def _reproduce(args):
         k = run.worker_threads
         console.print(f'--jobs {jobs}: 15.1 and 15.2 here, then the later sections in up to {jobs} worker processes, '
                       f'{k} torch thread{"s" if k > 1 else ""} each', markup=False, highlight=False)
-    if run.env.name != 'bugfix':
-        console.print(f'chapter 15 on {run.env.title} ({run.env.env_id}): {len(run.train)} train and {len(run.heldout)} '
-                      f'held-out tasks', markup=False, highlight=False)
+    if run.env.bands is None:  # not the chapter's own environment: say which it is
+        from ..envs.protocol import env_name
+        console.print(f'chapter 15 on {run.env.title} ({env_name(run.env.env_id)}): {len(run.train)} train and '
+                      f'{len(run.heldout)} held-out tasks', markup=False, highlight=False)
     with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if args.extended else 0))
@@ -93,39 +94,40 @@ def _reproduce(args):
         run.progress = progress
         results = run.run()
         bar.update(job, description='figures and report')
-    bugfix = run.env.name == 'bugfix'  # the chapter's own gym: its bands (BANDS.md) apply
-    findings = check_transcript(run.transcript()) if bugfix else []
-    claims = check_claims(results, run.env.name)
+    findings = run.env.bands(run.transcript()) if run.env.bands else []  # the chapter's own environment: its bands
+    claims = check_claims(results, run.env)
     paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label)
     report.write(out, results, findings, args.seed, run.timing, claims=claims, env=run.env)
     arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
     files = f'{out}/results.json, report.md, ' + ', '.join(p.name for p in paths)
-    n_claims = sum(ok for _, ok, _ in claims)
-    if bugfix:
+    n_claims, applicable, _ = tally(claims)
+    if run.env.bands:
         table = Table(title=f'Chapter 15 findings (seed shift {args.seed}{arch})')
         for col in ('finding (BANDS.md)', 'measured', 'holds'):
             table.add_column(col)
         for name, ok, fig in findings:
             table.add_row(name, fig, '[green]held[/green]' if ok else '[red]not held[/red]')
         console.print(table)
-        console.print(f"the chapter's claims: {n_claims} of {len(claims)} hold (agentrl claims {out})", markup=False,
-                      highlight=False)
+        na = len(claims) - applicable
+        console.print(f"the chapter's claims: {n_claims} of {applicable} hold" + (f' ({na} not applicable)' if na else '')
+                      + f' (agentrl claims {out})', markup=False, highlight=False)
         held = sum(ok for _, ok, _ in findings)
         console.print(f'{held} of {len(findings)} bands hold | {time.perf_counter() - t0:.0f} s | {files}')
         return 1 if args.strict and held < len(findings) else 0
     console.print(claims_table(claims, f'Chapter 15 claims on {run.env.title} (seed shift {args.seed}{arch})'))
-    console.print(f'{n_claims} of {len(claims)} claims hold | {time.perf_counter() - t0:.0f} s | {files}')
-    return 1 if args.strict and n_claims < len(claims) else 0
+    console.print(f'{summary(claims)} | {time.perf_counter() - t0:.0f} s | {files}')
+    return 1 if args.strict and n_claims < applicable else 0
 
 
 def claims_table(claims, title):
-    """The claims of one run as a rich table."""
+    """The claims of one run as a rich table (a claim that does not apply: n/a, and why)."""
     from rich.table import Table
     table = Table(title=title)
     for col in ('claim', 'decided by', 'measured', 'holds'):
         table.add_column(col)
     for claim, ok, measured in claims:
-        table.add_row(f'{claim.section} {claim.key}', claim.test, measured, '[green]held[/green]' if ok else '[red]not held[/red]')
+        table.add_row(f'{claim.section} {claim.key}', claim.test, measured,
+                      '[dim]n/a[/dim]' if ok is None else '[green]held[/green]' if ok else '[red]not held[/red]')
     return table
 
 
@@ -143,7 +145,8 @@ def _claims(args):
     from rich.console import Console
     from rich.table import Table
 
-    from .chapter15.claims import CLAIMS, check_claims, markdown
+    from .chapter15.claims import check_claims, markdown, summary
+    from .chapter15.envs import DEFAULT, get_env
     from .chapter15.reproduction import read_results
     if args.list:
         print(markdown(), end='')
@@ -156,16 +159,24 @@ def _claims(args):
         if (folder / 'sweep.json').is_file():
             sweep = json.loads((folder / 'sweep.json').read_text())
             from .sweeps.summary import seed_claims
-            claims = seed_claims(folder, sweep)
-            table = Table(title=f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', 'bugfix')} ({folder})")
+            from .sweeps.sweep_report import every_seed_line
+            try:
+                claims = seed_claims(folder, sweep)
+            except ValueError as e:  # the sweep's environment cannot be found here
+                print(f'agentrl claims: error: {e}', file=sys.stderr)
+                status = 2
+                continue
+            table = Table(title=f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', DEFAULT)} ({folder})")
             for col in ('claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'):
                 table.add_column(col)
             for key, c in claims.items():
-                fails = ', '.join(k for k, v in c['per_seed'].items() if not v['holds']) or '-'
+                if c['hold_rate'] is None:
+                    table.add_row(f"{c['section']} {key}", c['test'], 'n/a', '-', c.get('why', ''))
+                    continue
+                fails = ', '.join(k for k, v in c['per_seed'].items() if v['holds'] is False) or '-'
                 table.add_row(f"{c['section']} {key}", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}", fails)
             console.print(table)
-            every = sum(c['held'] == c['n'] for c in claims.values())
-            console.print(f'{every} of {len(claims)} claims hold at every seed', markup=False, highlight=False)
+            console.print(every_seed_line(claims), markup=False, highlight=False)
             continue
         try:
             saved = read_results(folder / 'results.json')
@@ -173,10 +184,15 @@ def _claims(args):
             print(f'agentrl claims: error: {e}', file=sys.stderr)
             status = 2
             continue
-        env = saved.get('env', 'bugfix')
+        try:
+            env = get_env(saved.get('env', DEFAULT))
+        except ValueError as e:  # a user's environment this process cannot import
+            print(f'agentrl claims: error: {folder} ran on an environment not found here: {e}', file=sys.stderr)
+            status = 2
+            continue
         rows = check_claims(saved['sections'], env)
-        console.print(claims_table(rows, f"The chapter's claims on {env} (seed shift {saved.get('seed', 0)}, {folder})"))
-        console.print(f'{sum(ok for _, ok, _ in rows)} of {len(CLAIMS)} claims hold', markup=False, highlight=False)
+        console.print(claims_table(rows, f"The chapter's claims on {env.name} (seed shift {saved.get('seed', 0)}, {folder})"))
+        console.print(summary(rows), markup=False, highlight=False)
     return status
 
 
@@ -195,7 +211,7 @@ def _show(args):
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
     from .chapter15.config import add_setting_args
-    from .chapter15.envs import DEFAULT, ENVIRONMENTS
+    from .chapter15.envs import DEFAULT, ENV_HELP
     from .chapter15.parallel import parse_jobs
     from .workers import usable_cores
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")
@@ -210,15 +226,16 @@ def add_commands(sub):
                      f'{usable_cores()} here; 1: every section in this process). Figures equal --jobs 1 at the same '
                      'thread count per section (e.g. --threads 1 for both)')
     rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
-    rep.add_argument('--strict', action='store_true', help='exit 1 if any finding (BugFix: band; else: claim) does not hold')
+    rep.add_argument('--strict', action='store_true', help="exit 1 if any finding (the chapter's own environment: "
+                     'band; else: claim that applies) does not hold')
     rep.add_argument('--extended', action='store_true', help='after the chapter, run its exercises and a clipped '
                      'group-policy-gradient trainer, and add "Beyond the chapter" to the report')
     rep.add_argument('--smoke', action='store_true', help='a tiny budget that exercises every section in seconds '
                      '(for testing the pipeline; its findings are meaningless)')
     add_setting_args(rep)
-    rep.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS),
-                     help="the environment (default bugfix, the chapter's own): every section runs on it with the same "
-                     'recipe code; its budgets are the chapter\'s plus its own (settable with --set)')
+    rep.add_argument('--env', default=DEFAULT, metavar='ENV',
+                     help=f'the environment: {ENV_HELP}. Every section runs on it with the same recipe code; its '
+                     "budgets are the chapter's plus its own (settable with --set)")
     rep.add_argument('--policy', default='tiny', choices=('tiny', 'gpt2', 'llama'),
                      help="the policy's architecture: the TinyAgent (default), or a randomly initialised transformers "
                      "GPT-2 or Llama of its width, depth and heads on the same vocabulary (needs the hf extra)")
@@ -270,6 +287,6 @@ def add_commands(sub):
     show.add_argument('--policy', default=None, help='which episodes/NAME.json (default: the first of the chapter\'s policies)')
     show.add_argument('--task', default=None, help='only episodes of this task (exact name, else a substring)')
     show.add_argument('--n', type=int, default=None, help='how many episodes (default 2; 1 for the demo)')
-    show.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS), help='the environment of the oracle demo '
-                      '(no DIR; default bugfix)')
+    show.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment of the oracle demo (no DIR): '
+                      f'{ENV_HELP}')
     show.set_defaults(func=_show)

@@ -1,13 +1,16 @@
-"""Chapter 15 reproduced end to end on any environment (``agentrl reproduce [--env NAME]``), and what is made from
+"""Chapter 15 reproduced end to end on any environment (``agentrl reproduce [--env ENV]``), and what is made from
 one run (``report``, ``show``, ``claims``).
 
 A run trains every recipe of the chapter's sections 15.1 to 15.6 from one weak base, prints the
 notebook's lines, writes ``results.json``, ``timing.json``, ``transcript.txt``, checkpoints and
 sampled episodes into its folder, and checks the chapter's claims on its results (on BugFix, also
-the findings of BANDS.md on the transcript). The layers, each importing only the ones above it in this list:
+the chapter's findings as bands on the transcript). The layers, each importing only the ones above it in this list:
 
-- ``envs.py``: the environments ``--env`` takes (``ChapterEnv``: id, tasks, tokenizer, players, own budgets);
-  the only module of the experiments that imports a gym's code;
+- ``bands.py``: the findings as bands, checked on a transcript;
+- ``envs.py``: the environments ``--env`` takes (``ChapterEnv``: environment, tasks, tokenizer, players, own
+  budgets, what it has; a built-in name, an import path or an entry point); the only module of the experiments
+  that imports a gym's code;
+- ``probes.py``: the SFT checkpoints 15.5 and 15.6 start from and probe, and their labels from the config;
 - ``config.py``: ``Ch15Config``, every setting of a run, and ``--set`` / ``--config`` / ``--grid``;
 - ``provenance.py``: what a run records about where it ran;
 - ``sections.py``: sections 15.1-15.6, the methods of a mixin;
@@ -15,8 +18,7 @@ the findings of BANDS.md on the transcript). The layers, each importing only the
 - ``reproduction.py``: ``Reproduction``, the run driver in one process: run folder, resume, finish, transcript;
 - ``parallel.py``: ``--jobs``: the sections after 15.2 in worker processes, each building a ``Reproduction``;
 - ``chapter.py``: ``Chapter15``, a ``Reproduction`` whose ``run()`` drives ``parallel.py`` with ``jobs > 1``;
-- ``bands.py``: the findings as bands, checked on a transcript;
-- ``claims.py``: the chapter's claims as directions and relations, checked on any environment's results;
+- ``claims.py: the chapter's claims as directions and relations, checked on any environment's results;
 - ``tables.py``: Markdown table and number formatting (``sweep.md`` and ``compare`` use it too);
 - ``figures.py``: figures 15.2-15.4 and the ``--extended`` ones;
 - ``report.py``: ``report.md``;
@@ -24,6 +26,4 @@ the findings of BANDS.md on the transcript). The layers, each importing only the
   page's JSON, the page's CSS and JS;
 - ``html_report.py``: ``report.html`` (``agentrl report``);
 - ``show.py``: episodes in the terminal (``agentrl show``).
-
-(``tables.py`` reads the environments' groups from ``envs.py`` to order a table's columns.)
 """

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import parallel
 from .config import Ch15Config
+from .envs import DEFAULT
 from .reproduction import Reproduction, check_seed
 
 
@@ -21,7 +22,7 @@ class Chapter15(Reproduction):
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
                  extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', jobs: int = 1,
-                 worker_threads: int | None = None, env: str = 'bugfix'):
+                 worker_threads: int | None = None, env: str = DEFAULT):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
         ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``).

@@ -8,14 +8,22 @@ band's threshold; where the band is a BugFix number, the claim states the relati
 illustrates (oracle SFT's held-out pass *far above the weak base's* instead of ``>= 0.75``).
 Each claim names the bands of the same finding, so its verdict on BugFix can be set beside theirs.
 
+A claim may need what an environment need not have (``envs.CAPABILITIES``: a public check beside the
+hidden one, a call that only reads, task groups): on an environment that lacks it (``ChapterEnv.lacks``)
+the claim does not apply, and says why, instead of failing. A check may also find that a run's
+settings leave nothing to compare (``NotApplicable``, e.g. a cold start at the last SFT step).
+
 The list was written, and committed, before the second gym's first run (``docs/lessons.md`` sets
-every claim's hold rate on BugFix beside the Wiring gym's). ``check_claims(results, env)`` -> one row per claim.
+every claim's hold rate on BugFix beside the Wiring gym's). ``check_claims(results, env)`` -> one row per claim,
+its verdict True, False or None (not applicable); ``tally`` counts them.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
+
+from .probes import probe_roles
 
 
 @dataclass(frozen=True)
@@ -32,13 +40,26 @@ class Claim:
     bands: tuple
     """The BANDS.md rows about the same finding on BugFix (``bands.CHAPTER`` keys)."""
     check: Callable
-    """``check(R, ctx) -> (holds, measured)``: ``R`` a run's ``results.json`` sections, ``ctx`` a ``Context``."""
+    """``check(R, ctx) -> (holds, measured)``: ``R`` a run's ``results.json`` sections, ``ctx`` a ``Context``; it
+    raises ``NotApplicable`` when the run's settings leave nothing to compare."""
+    needs: tuple = ()
+    """What of ``envs.CAPABILITIES`` the environment must have for the claim to apply."""
 
 
 @dataclass(frozen=True)
 class Context:
-    """What a claim may need besides the figures: which calls of the environment only look."""
+    """What a claim may need besides the figures: which calls of the environment only look, and what it lacks."""
     is_read: Callable = lambda call: False  # noqa: E731
+    lacks: dict = field(default_factory=dict)
+    """``ChapterEnv.lacks()``: {capability: why the environment lacks it}."""
+
+
+class NotApplicable(LookupError):
+    """A claim's figures are there, but the run's settings leave nothing for it to compare (the message says why)."""
+
+
+NA = 'n/a'
+"""How a claim that does not apply is shown (its ``measured`` text starts with it)."""
 
 
 def _share(d, key):
@@ -172,15 +193,25 @@ def _rl_only_slow(R, ctx):
     return only <= cold - 0.25, f'train {only:.2f} vs SFT -> RL {cold:.2f}'
 
 
+def _sft_probes(R):
+    """15.6's probe rows of the cold-start and the last SFT checkpoint -> (cold label, last label); NotApplicable when
+    they are one checkpoint (``cold_start_step`` = ``sft_steps``)."""
+    cold, last = probe_roles(R['15.6']['probe'])
+    if cold == last:
+        raise NotApplicable(f'the cold start is the last SFT step ({cold}): one SFT checkpoint, nothing to compare')
+    return cold, last
+
+
 def _signal_gap(R, ctx):
     p = R['15.6']['probe']
-    a, b = p['SFT step 20']['signal'], p['SFT step 60']['signal']
-    return a >= b + 0.25, f'groups with signal: step 20 {a:.2f} vs step 60 {b:.2f}'
+    cold, last = _sft_probes(R)
+    a, b = p[cold]['signal'], p[last]['signal']
+    return a >= b + 0.25, f'groups with signal: {cold} {a:.2f} vs {last} {b:.2f}'
 
 
 def _entropy_falls(R, ctx):
     p = R['15.6']['probe']
-    e = [p[k]['entropy'] for k in ('weak base', 'SFT step 20', 'SFT step 60')]
+    e = [p[k]['entropy'] for k in ('weak base', *_sft_probes(R))]
     return e[0] > e[1] > e[2], ' > '.join(f'{x:.3f}' for x in e)
 
 
@@ -197,6 +228,8 @@ def _dedup(R, ctx):
 
 def _hacks_grow(R, ctx):
     rounds = R['15.6']['hacking']
+    if not rounds:
+        raise LookupError('no public-filter round')
     hacks = [r['hacks'] for r in rounds]
     if any(h is None for h in hacks) or not rounds[-1]['kept']:
         return False, 'no hidden check, or nothing kept'
@@ -207,6 +240,8 @@ def _hacks_grow(R, ctx):
 
 def _hidden_flat(R, ctx):
     rounds = R['15.6']['hacking']
+    if not rounds:
+        raise LookupError('no public-filter round')
     first, last = rounds[0], rounds[-1]
     ok = last['public'] >= 0.85 and last['hidden'] <= 0.55 and last['hidden'] <= first['hidden'] + 0.1
     return ok, (f"public {last['public']:.2f}; hidden {first['hidden']:.2f} -> {last['hidden']:.2f} "
@@ -229,7 +264,7 @@ CLAIMS = (
           _sft_transfer),
     Claim('sft-decisive', '15.2', 'oracle SFT reads first and decides',
           "oracle SFT reads in >= 95% of episodes; its action entropy <= a third of the weak base's",
-          ('15.2 oracle SFT reads >= 0.95, entropy <= weak/3',), _sft_decisive),
+          ('15.2 oracle SFT reads >= 0.95, entropy <= weak/3',), _sft_decisive, needs=('read call',)),
     Claim('grad-identity', '15.3', 'RFT on fresh samples is the 0/1 policy gradient, scaled',
           'max abs(g_pg - ratio * g_rft) <= 1e-6', ('15.3 gradient identity <= 1e-6',), _grad_identity),
     Claim('rft-baseline-close', '15.3', 'a baseline changes the direction little',
@@ -243,7 +278,7 @@ CLAIMS = (
           '>= 1 train task solved in no round of expert iteration', ('15.3 init never solved by weak base',), _uncovered),
     Claim('acts-first', '15.3', "the successes expert iteration keeps mostly act without reading",
           "> half of round 0's kept episodes start with a call that does not only look",
-          ('15.3 kept episodes mostly start with an edit',), _acts_first),
+          ('15.3 kept episodes mostly start with an edit',), _acts_first, needs=('read call',)),
     Claim('dpo-values', '15.4', 'the DPO loss is the logistic loss of the log-ratio margin',
           'loss at ratios (0,0), (+2,-2), (-2,+2), beta 0.5: 0.6931 / 0.1269 / 2.1269', ('15.4 DPO loss values exact',),
           _dpo_values),
@@ -263,38 +298,51 @@ CLAIMS = (
     Claim('rl-only-slow', '15.5', 'RL from the weak base alone is slow on the train tasks too',
           "RL only final train <= SFT -> RL's - 0.25", ('15.5 RL only train <= 0.65, held <= SFT->RL - 0.25',), _rl_only_slow),
     Claim('signal-gap', '15.6', 'an early SFT checkpoint leaves RL informative groups; a late one does not',
-          'groups with signal at SFT step 20 >= step 60 + 0.25', ('15.6 signal: step20 >= step60 + 0.25',), _signal_gap),
+          'groups with signal at the cold-start SFT checkpoint (cold_start_step) >= at the last (sft_steps) + 0.25',
+          ('15.6 signal: step20 >= step60 + 0.25',), _signal_gap),
     Claim('entropy-falls', '15.6', 'SFT makes the policy ever more certain',
-          'action entropy: weak base > SFT step 20 > SFT step 60', ('15.6 entropy weak > SFT20 > SFT60',), _entropy_falls),
+          'action entropy: weak base > cold-start SFT checkpoint > last SFT checkpoint',
+          ('15.6 entropy weak > SFT20 > SFT60',), _entropy_falls),
     Claim('mismatch-breaks', '15.6', 'demos rendered without the template break the policy on rollouts',
           "mismatched SFT reads >= 0.9, train <= 0.40 and <= half of oracle SFT's, NLL on rendered demos >= 0.3",
-          ('15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3',), _mismatch),
+          ('15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3',), _mismatch, needs=('read call',)),
     Claim('dedup-collapses', '15.6', 'the kept set repeats itself', 'distinct action sequences < half of round 1 kept',
           ('15.6 dedup distinct < half',), _dedup),
     Claim('filter-gamed', '15.6', "a filter you can see gets gamed: its kept hacks grow round by round",
           'kept episodes failing the hidden check increase every round, >= 40% of the last round',
-          ('15.6 hack share round 3 >= 40% and > round 1',), _hacks_grow),
+          ('15.6 hack share round 3 >= 40% and > round 1',), _hacks_grow, needs=('public check',)),
     Claim('hidden-flat', '15.6', '... while the true pass rate stays flat',
           'after the last round: public pass >= 0.85, hidden <= 0.55 and <= after the first round + 0.1',
-          ('15.6 hack public >= 0.85, hidden <= 0.55',), _hidden_flat),
+          ('15.6 hack public >= 0.85, hidden <= 0.55',), _hidden_flat, needs=('public check',)),
 )
 """Every claim, in the chapter's order."""
 
 
-def context(env: str):
-    """A ``Context`` for the ``--env`` name ``env``."""
-    from ...envs.protocol import env_attr
+def context(env) -> Context:
+    """A ``Context`` for an environment: a ``ChapterEnv``, or its ``--env`` name."""
     from .envs import get_env
-    return Context(is_read=env_attr(get_env(env).env_id, 'is_read_call') or (lambda call: False))
+    env = get_env(env) if isinstance(env, str) else env
+    return Context(is_read=env.read_call() or (lambda call: False), lacks=env.lacks())
 
 
-def check_claims(results: dict, env: str = 'bugfix') -> list:
-    """Every claim on a run's ``results.json`` sections -> [(claim, holds, measured)]; a figure the run lacks fails it."""
-    ctx = context(env)
+def check_claims(results: dict, env=None) -> list:
+    """Every claim on a run's ``results.json`` sections -> [(claim, holds, measured)]; ``env``: its ``ChapterEnv`` or
+    ``--env`` name (default the chapter's). ``holds`` is None (``measured``: ``'n/a: why'``) for a claim that does
+    not apply: the environment lacks what it needs, or the settings leave nothing to compare. A figure the run
+    lacks fails its claim."""
+    from .envs import DEFAULT
+    ctx = context(DEFAULT if env is None else env)
     rows = []
     for claim in CLAIMS:
+        missing = [ctx.lacks[need] for need in claim.needs if need in ctx.lacks]
+        if missing:
+            rows.append((claim, None, f"{NA}: {'; '.join(missing)}"))
+            continue
         try:
             ok, measured = claim.check(results, ctx)
+        except NotApplicable as e:
+            rows.append((claim, None, f'{NA}: {e}'))
+            continue
         except (KeyError, LookupError, TypeError, ZeroDivisionError) as e:
             ok, measured = False, f'missing: {e}'
         if isinstance(ok, float) and math.isnan(ok):
@@ -303,9 +351,28 @@ def check_claims(results: dict, env: str = 'bugfix') -> list:
     return rows
 
 
+def tally(rows) -> tuple:
+    """``check_claims`` rows -> (held, applicable, not applicable)."""
+    applicable = [ok for _, ok, _ in rows if ok is not None]
+    return sum(applicable), len(applicable), len(rows) - len(applicable)
+
+
+def summary(rows) -> str:
+    """``'N of M claims hold'`` (M: the claims that apply), with how many do not apply."""
+    held, m, na = tally(rows)
+    return f'{held} of {m} claims hold' + (f' ({na} not applicable)' if na else '')
+
+
+def verdict(ok) -> str:
+    """A claim's verdict in words: ``'held'``, ``'not held'`` or ``'n/a'``."""
+    return NA if ok is None else 'held' if ok else 'not held'
+
+
 def markdown() -> str:
     """The list as a Markdown table (``docs/claims.md`` holds it; a test keeps the two equal)."""
-    lines = ['| # | section | claim | decided by | BugFix bands of the same finding |', '| --- | --- | --- | --- | --- |']
+    lines = ['| # | section | claim | decided by | applies to an environment with | BugFix bands of the same finding |',
+             '| --- | --- | --- | --- | --- | --- |']
     for i, c in enumerate(CLAIMS, 1):
-        lines.append(f"| {i} | {c.section} | `{c.key}`: {c.lesson} | {c.test} | {'; '.join(c.bands)} |")
+        lines.append(f"| {i} | {c.section} | `{c.key}`: {c.lesson} | {c.test} | {', '.join(c.needs) or 'any'} | "
+                     f"{'; '.join(c.bands)} |")
     return '\n'.join(lines) + '\n'

@@ -108,13 +108,15 @@ RECIPES = tuple(COLORS)
 
 
 def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions') -> list:
-    """Write the chapter's three figures (and the extended run's) into ``out`` -> their paths.
+    """Write the chapter's three figures (15.4 only when the run has public-filter rounds) and the extended run's into
+    ``out`` -> their paths.
 
     ``groups``: the environment's task groups, in order (default: those in the results); ``tasks``: what its
     held-out tasks are (BugFix: functions)."""
     out = Path(out)
-    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks),
-             fig_hacking(results, out / 'fig15_4_hacking.png')]
+    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks)]
+    if results['15.6']['hacking']:  # no public-filter rounds (an environment with no public check): no figure 15.4
+        paths.append(fig_hacking(results, out / 'fig15_4_hacking.png'))
     if 'beyond' in results:
         paths += fig_beyond(results, out, groups)
     return paths

@@ -2,7 +2,8 @@
 
 The page holds, with no external resource (figures are base64 PNG data URIs, CSS and JS inline):
 
-- the findings table (``check_transcript`` on ``transcript.txt``: band, the chapter's figure, ours, held or not);
+- the findings table, on the environment that has the chapter's bands (``ChapterEnv.bands`` on ``transcript.txt``:
+  band, the chapter's figure, ours, held or not);
 - the chapter's tables (``report.render``'s Markdown, converted by the tiny converter in ``markdown_html.py``);
 - the three figures;
 - a trajectory browser over ``episodes/<policy>.json``: pick a policy, a task and an outcome, and the
@@ -53,8 +54,7 @@ def _json_script(data) -> str:
 def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
     """Write the run folder's ``report.html`` (or ``out``) -> its path."""
     from . import report
-    from .bands import check_transcript
-    from .claims import check_claims
+    from .claims import check_claims, tally
     from .envs import DEFAULT, get_env
     run_dir = Path(run_dir)
     results_path, transcript_path = run_dir / 'results.json', run_dir / 'transcript.txt'
@@ -68,19 +68,20 @@ def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
         lines = saved.get('transcript', {})
         transcript = '\n'.join(x for sec in ['setup', *SECTIONS] for x in lines.get(sec, [])) + '\n'
     env = get_env(saved.get('env', DEFAULT))
-    findings = check_transcript(transcript) if env.name == 'bugfix' else []
+    findings = env.bands(transcript) if env.bands else []
     seed = saved.get('seed', 0)
     timing = json.loads((run_dir / 'timing.json').read_text()) if (run_dir / 'timing.json').is_file() else None
+    claims = check_claims(saved['sections'], env)
     try:
-        md = report.render(saved['sections'], findings, seed, timing, claims=check_claims(saved['sections'], env.name),
-                           env=env)
+        md = report.render(saved['sections'], findings, seed, timing, claims=claims, env=env)
     except (KeyError, IndexError, TypeError) as e:  # an unfinished run: fall back to its report.md, if any
         md = (run_dir / 'report.md').read_text() if (run_dir / 'report.md').is_file() else \
             f'# Chapter 15, reproduced (seed shift {seed})\n\nThe run is unfinished ({type(e).__name__}: {e}); no tables yet.\n\n## Findings\n'
-    if '## Findings' not in md and env.name == 'bugfix':
+    if '## Findings' not in md and env.bands:
         md += '\n## Findings\n'
+    skip = set() if saved['sections'].get('15.6', {}).get('hacking', True) else {'fig15_4_hacking.png'}  # no rounds
     for name in FIGURES:  # every figure appears, even if the Markdown does not reference it
-        if f']({name})' not in md:
+        if f']({name})' not in md and name not in skip:
             md += f'\n![{FIGURES[name]}]({name})\n'
 
     model = None
@@ -119,8 +120,10 @@ and the same value in both episodes, so its terms cancel: <b>shared tokens contr
 <div class="controls"><label>pair <select id="pair"></select></label><span id="pairstats" class="note"></span></div>
 <div id="pairview" class="pairgrid"><div id="chosen"></div><div id="rejected"></div></div>
 """
-    held = sum(ok for _, ok, _ in findings)
-    nav = ''.join(f'<a href="#{a}">{t}</a>' for a, t in [('findings-h', f'findings ({held}/{len(findings)})'), ('15-1-trajectory-sft-and-the-action-mask', 'tables'),
+    held, applicable, _ = tally(claims)
+    first = (('findings-h', f'findings ({sum(ok for _, ok, _ in findings)}/{len(findings)})') if findings else
+             ('claims', f'claims ({held}/{applicable})'))
+    nav = ''.join(f'<a href="#{a}">{t}</a>' for a, t in [first, ('15-1-trajectory-sft-and-the-action-mask', 'tables'),
                                                          ('fig15_2_dpo', 'figures'), ('browser', 'trajectory browser'), ('pairs', 'DPO pairs')])
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">

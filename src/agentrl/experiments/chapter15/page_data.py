@@ -74,9 +74,23 @@ def load_episode_files(folder: Path) -> dict:
     return out
 
 
-def label(name: str) -> str:
+def label(name: str, config: dict | None = None) -> str:
+    """How the page and ``agentrl show`` name a run's episode file ``name``; the two SFT checkpoints by the steps of
+    the run's ``config`` (its ``results.json['config']``; default the chapter's 20 and 60)."""
     from .reproduction import POLICIES
+    steps = {'sft_step20': 'cold_start_step', 'sft_step60': 'sft_steps'}
+    if config and name in steps and steps[name] in config:
+        return f'oracle SFT, step {config[steps[name]]}'
     return POLICIES.get(name) or EXTRA_LABELS.get(name) or name.replace('_', ' ')
+
+
+def run_config(run_dir) -> dict | None:
+    """A run folder's effective config (``results.json['config']``), or None when it has none to read."""
+    import json
+    try:
+        return json.loads((Path(run_dir) / 'results.json').read_text()).get('config')
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def page_data(run_dir: Path, model=None, checkpoint: str | None = None, env=None) -> dict:
@@ -96,9 +110,11 @@ def page_data(run_dir: Path, model=None, checkpoint: str | None = None, env=None
         for name, trajs in [*episodes.items(), (PAIRS_FILE, pairs)]:
             heat[name] = heat_logprobs(model, trajs) if trajs else []
     enc = lambda name, trajs: [encode_episode(t, heat[name][k] if name in heat else None) for k, t in enumerate(trajs)]
+    config = run_config(run_dir)
     return {'vocab': run_tokenizer(run_dir).vocab,
             'owners': sorted(OWNER, key=OWNER.get), 'colors': COLORS,
-            'policies': [{'key': name, 'label': label(name), 'episodes': enc(name, trajs)} for name, trajs in episodes.items()],
+            'policies': [{'key': name, 'label': label(name, config), 'episodes': enc(name, trajs)}
+                         for name, trajs in episodes.items()],
             'pairs': enc(PAIRS_FILE, pairs),
             'tasks': [{'name': t.name, 'split': t.split} for t in env.tasks('all')],
             'checkpoint': checkpoint}

@@ -170,7 +170,7 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
 
 def run_section(out: str, seed: int, config: dict, section: str, threads: int, extended: bool = False,
                 overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None,
-                env: str = 'bugfix') -> dict:
+                env: str | None = None) -> dict:
     """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
 
     Builds a ``Reproduction`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
@@ -182,10 +182,11 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
     import torch
 
     from .config import Ch15Config
+    from .envs import DEFAULT
     from .reproduction import Reproduction
 
     run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
-                       extended=extended, overrides=overrides, policy=policy, env=env)
+                       extended=extended, overrides=overrides, policy=policy, env=env or DEFAULT)
     run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name)
     results, lines, seconds = run.run_section(section)
     t0 = time.perf_counter()

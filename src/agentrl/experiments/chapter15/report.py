@@ -24,11 +24,15 @@ _table = table  # the name this module's tables have always used
 
 
 def render(results: dict, findings: list, seed: int, timing: dict | None = None, claims=None, env=None) -> str:
-    """The report as Markdown. ``findings``: the bands (BugFix only); ``claims``: ``claims.check_claims`` rows;
-    ``env``: the run's ``envs.ChapterEnv`` (default the chapter's BugFix, whose own figures stand beside this run's)."""
+    """The report as Markdown. ``findings``: the bands (``env.bands``, on the transcript); ``claims``:
+    ``claims.check_claims`` rows; ``env``: the run's ``envs.ChapterEnv`` (default the chapter's own). The chapter's
+    printed figures stand beside this run's only on the environment that has its bands (they were measured there)."""
+    from .claims import summary
+    from .envs import DEFAULT, get_env
     R = results
-    ch = env is None or env.name == 'bugfix'  # the chapter's figures are BugFix's: set them beside a BugFix run's only
-    what = env.task_label if env is not None else 'functions'
+    env = env or get_env(DEFAULT)
+    ch = env.bands is not None
+    what, groups = env.task_label, env.groups()
 
     def cols(header, rows, chapter_cols):
         """A table without its chapter columns (their indices) when the run is not on BugFix."""
@@ -51,14 +55,19 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                                         [(name, CHAPTER.get(name, ''), fig, 'yes' if ok else '**no**')
                                          for name, ok, fig in findings]), '']
     else:
-        md += [f'The chapter\'s sections run on {env.title} with the same recipe code and budgets as on BugFix '
-               f"(`agentrl reproduce --env {env.name}`). BugFix's bands do not apply here; the chapter's claims do.", '']
+        own = ', '.join(f'`{k}={v}`' for k, v in env.budgets.items())
+        md += [f'The chapter\'s sections run on {env.title} with the same recipe code '
+               f"(`agentrl reproduce --env {env.name}`), at the chapter's budgets"
+               + (f' with its own on top ({own})' if own else '')
+               + ". The chapter's bands are figures of BugFix and do not apply here; its claims do, where "
+               f'{env.title} has what they need.', '']
     if claims is not None:
-        n = sum(ok for _, ok, _ in claims)
-        md += ['## Claims', '', f"**{n} of {len(claims)} claims hold** (the chapter's lessons as directions and "
-               'relations, `docs/claims.md`).', '',
+        md += ['## Claims', '', f"**{summary(claims)}** (the chapter's lessons as directions and relations, "
+               '`docs/claims.md`; a claim that needs what the environment lacks, or that the settings leave nothing '
+               'to compare, does not apply).', '',
                _table(['claim', 'decided by', 'this run', 'holds'],
-                      [(f'{c.section} `{c.key}`', c.test, m, 'yes' if ok else '**no**') for c, ok, m in claims]), '']
+                      [(f'{c.section} `{c.key}`', c.test, m, 'n/a' if ok is None else 'yes' if ok else '**no**')
+                       for c, ok, m in claims]), '']
     s1 = R['15.1']
     total = sum(s1['owner_counts'].values())
     md += ['## 15.1 Trajectory SFT and the action mask', '',
@@ -79,7 +88,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            cols(['SFT step', 'train', 'held-out', 'chapter train', 'chapter held-out'],
                 [(k, f'{a:.2f}', f'{b:.2f}', *((f'{x:.2f}' for x in CH_SFT_AT[k]) if k in CH_SFT_AT else ('', '')))
                  for k, a, b in R['15.2']['hist_sft']], {3, 4}), '']
-    md += family_transfer(R['15.2'], what)
+    md += family_transfer(R['15.2'], what, groups)
     s3 = R['15.3']
     identity = (f"Gradient identity: kept {s3['kept_of_sample'][0]} of {s3['kept_of_sample'][1]}, token ratio {s3['token_ratio']:.4f}, "
                 f"max |g_pg - ratio * g_rft| = {s3['grad_gap']:.1e}{chapter('chapter 1.4e-09')}; cosine(baseline PG, RFT) = "
@@ -109,27 +118,31 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            *rl_roads(R['15.5'], what),
            '![Figure 15.3](fig15_3_recipes.png)', '']
     s6 = R['15.6']
+    last_dpo = s6['dpo_vs_dpo_nll'][0]['step'] if s6['dpo_vs_dpo_nll'] else 'last'
     md += ['## 15.6 Design questions in practice', '',
            cols(['checkpoint', 'held-out pass', 'groups with signal', 'action entropy', 'chapter'],
-                [(k, f"{v['held']:.2f}", f"{v['signal']:.2f}", f"{v['entropy']:.3f}", ', '.join(str(x) for x in CH_PROBE[k]))
+                [(k, f"{v['held']:.2f}", f"{v['signal']:.2f}", f"{v['entropy']:.3f}", ', '.join(str(x) for x in CH_PROBE.get(k, ())))
                  for k, v in s6['probe'].items()], {4}), '',
            f"Template mismatch: NLL on correctly rendered demos {s6['mismatch']['nll']:.3f}{chapter('chapter 0.815')}; "
            f"train pass {s6['mismatch']['train']:.3f} vs {R['15.2']['oracle_sft']['train']:.3f} rendered right"
            f"{chapter('chapter 0.075 vs 0.981')}.", '',
-           _table(['step 100', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
+           _table([f'step {last_dpo}', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
                   [(name, f"{r['train']:.2f}", f"{r['held']:.2f}", f"{r['invalid']:.2f}", f"{r['d_chosen']:+.2f}", f"{r['d_rejected']:+.2f}")
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
            f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1"
            f"{chapter('chapter 21 of 84')}. "
-           f"Group share raw {shares(by_family(s6['dedup']['share_raw']))}; "
-           f"deduplicated {shares(by_family(s6['dedup']['share_deduped']))}.", '',
-           cols(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
-                [(r['round'], r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
-                  f"{r['hidden']:.2f}", ', '.join(str(x) for x in c)) for r, c in zip(s6['hacking'], CH_HACK + [()] * len(s6['hacking']))],
-                {6}), '',
-           '![Figure 15.4](fig15_4_hacking.png)', '']
+           + (f"Group share raw {shares(by_family(s6['dedup']['share_raw'], groups))}; "
+              f"deduplicated {shares(by_family(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']
+    if s6['hacking']:
+        md += [cols(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
+                    [(r['round'], r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
+                      f"{r['hidden']:.2f}", ', '.join(str(x) for x in c))
+                     for r, c in zip(s6['hacking'], CH_HACK + [()] * len(s6['hacking']))], {6}), '',
+               '![Figure 15.4](fig15_4_hacking.png)', '']
+    else:
+        md += [f"No public-filter rounds: {env.lacks().get('public check', 'the run has none')}.", '']
     if 'beyond' in R:
-        md += beyond_section(R)
+        md += beyond_section(R, groups)
     if timing:
         md += ['## Time', '', _table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
     return '\n'.join(md)
@@ -145,9 +158,10 @@ def rl_roads(s5: dict, what: str = 'functions') -> list:
             "from the reply, and its held-out pass rises with it.", '']
 
 
-def family_transfer(s2: dict, what: str = 'functions') -> list:
-    """15.2's held-out pass per task group after oracle SFT, the lowest in bold (nothing for runs that predate it)."""
-    fam = by_family(s2.get('heldout_by_family'))
+def family_transfer(s2: dict, what: str = 'functions', groups=()) -> list:
+    """15.2's held-out pass per task group after oracle SFT (in ``groups``' order), the lowest in bold (nothing for
+    runs that predate it, or tasks without groups)."""
+    fam = by_family(s2.get('heldout_by_family'), groups)
     if not fam:
         return []
     return ['Held-out pass per task group after oracle SFT, from the held-out episodes of the oracle SFT row above '
@@ -222,13 +236,14 @@ def beyond_claims(R: dict) -> list:
     return out
 
 
-def beyond_section(R: dict) -> list:
-    """The "Beyond the chapter" section of ``reproduce --extended``: a table and a figure per recipe.
+def beyond_section(R: dict, groups=()) -> list:
+    """The "Beyond the chapter" section of ``reproduce --extended``: a table and a figure per recipe (``groups``: the
+    environment's task groups, the order of the STaR table's columns).
 
     One seed's figures; ``agentrl sweep --extended`` reports each comparison over seeds.
     """
     b, curves = R['beyond'], R['15.5']['curves']
-    groups = list(by_family(next(iter(b['star'].values()))['family']))
+    groups = list(by_family(next(iter(b['star'].values()))['family'], groups))
     md = ['## Beyond the chapter', '',
           'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
           'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '

@@ -24,6 +24,7 @@ from ...recipes.sft import sft_loss, sft_train
 from ...render import OWNER, collate
 from ...rollout import scripted_rollout
 from ...trajio import load_trajectories, save_trajectories
+from .probes import probe_labels
 
 
 class Sections:
@@ -207,7 +208,7 @@ class Sections:
     def s15_6(self):
         s, tok = self.seed, self.tok
         probes = {}
-        for label, name in [('weak base', 'weak'), ('SFT step 20', 'sft_step20'), ('SFT step 60', 'sft_step60')]:
+        for label, name in probe_labels(self.cfg.cold_start_step, self.cfg.sft_steps):
             rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s,
                                            env=self.env.env_id)
             probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
@@ -235,12 +236,15 @@ class Sections:
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after
-        hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
-                                     steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
-                                     batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round,
-                                     env=self.env.env_id)
-        self._save('hacker', hacker)
+        # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after;
+        # an environment with no public check has no filter to game (its claims do not apply)
+        hack_rows = []
+        if self.env.public_check():
+            hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
+                                         steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public',
+                                         lr=c.sft_lr, batch_size=c.sft_batch_size, temperature=c.sample_temperature,
+                                         evaluate=after_round, env=self.env.env_id)
+            self._save('hacker', hacker)
 
         dpo_log = self._after('15.4')['log']
         for row in (dpo_log[-1:] + nll_log[-1:]) if dpo_log and nll_log else []:

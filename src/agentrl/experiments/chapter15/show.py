@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .page_data import label
+from .page_data import label, run_config
 
 
 def main_show(args) -> int:
@@ -14,9 +14,15 @@ def main_show(args) -> int:
     from ...viewer import trajectory_text
     console = Console()
     if args.dir is None:
+        import sys
+
         from ...rollout import scripted_rollout
-        from .envs import get_env
-        env = get_env(getattr(args, 'env', 'bugfix'))
+        from .envs import DEFAULT, get_env
+        try:
+            env = get_env(getattr(args, 'env', None) or DEFAULT)
+        except ValueError as e:
+            print(f'agentrl show: error: {e}', file=sys.stderr)
+            return 2
         tok = env.tokenizer()
         source = f'oracle demo on {env.title} (no run folder given)'
         trajs = [scripted_rollout(env.player('oracle'), env.make(), t, tok) for t in env.tasks('train')]
@@ -41,7 +47,7 @@ def main_show(args) -> int:
         except ValueError as e:
             console.print(str(e), markup=False)
             return 1
-        source = f'{label(name)} [{name}]'
+        source = f'{label(name, run_config(args.dir))} [{name}]'
         console.print(f'episodes of {source} from {folder / (name + ".json")}', markup=False, highlight=False)
         n = args.n or 2
     if args.task:

@@ -35,9 +35,9 @@ def bold_min(values, digits=2) -> list:
     return ['—' if v is None else f'**{v:.{digits}f}**' if v == low else f'{v:.{digits}f}' for v in values]
 
 
-def by_family(d: dict | None) -> dict:
-    """A dict keyed by task group in its environment's order (BugFix: ``FAMILIES``; ``results.json`` sorts its keys)."""
-    from .envs import ENVIRONMENTS
+def by_family(d: dict | None, groups=()) -> dict:
+    """A dict keyed by task group in ``groups``' order (the environment's: ``ChapterEnv.groups()``, or a run's
+    ``results.json['groups']``; ``results.json`` sorts its keys), groups not among them after, sorted."""
     d = d or {}
-    known = [g for env in ENVIRONMENTS.values() for g in env.groups()]
+    known = list(groups or ())
     return {f: d[f] for f in [*known, *sorted(set(d) - set(known))] if f in d}

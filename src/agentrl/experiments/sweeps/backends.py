@@ -60,10 +60,11 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
-             extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str = 'bugfix') -> dict:
+             extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None) -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
-    ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record.
+    ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record;
+    ``env``: the environment's ``--env`` name (default the chapter's), which this process resolves itself.
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
     pin_threads(threads)
@@ -71,6 +72,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     from ..chapter15.chapter import Chapter15
     from ..chapter15.config import Ch15Config
+    from ..chapter15.envs import DEFAULT
 
     fault = fault if fault and attempt <= fault['attempts'] else None
     if fault and fault['after'] == 'start':
@@ -82,7 +84,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
-                    config=Ch15Config(**config), extended=extended, overrides=overrides, env=env,
+                    config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT,
                     jobs=1)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in SECTIONS)
     run.run()

@@ -4,9 +4,10 @@ Each argument is a ``reproduce`` folder (one seed), a ``sweep`` folder (its aggr
 ``sweep --grid`` folder (each of its variants). The first variant is the baseline. For every
 variant, ``compare`` reports
 
-- each finding's hold rate over its seeds;
+- each finding's hold rate over its seeds (the chapter's bands on the environment that has them, then the
+  chapter's claims; a claim that does not apply at a seed counts at none of them);
 - the key figures (pass rates of every section, invalid calls, entropy, 15.2's held-out pass per
-  bug family, 15.6's probe and filters) as mean and 95% CI over seeds;
+  task group, 15.6's probe and filters) as mean and 95% CI over seeds;
 - for every other variant, its difference from the baseline with the 95% CI and two-sided p of
   Welch's unequal-variance t-test (``stats.welch``; hold rates are tested as 0/1 outcomes);
 - the settings that differ between variants, and the provenance records (version, commit, torch,
@@ -38,11 +39,13 @@ def _read(path: Path):
 
 
 def _seed_record(folder: Path) -> dict | None:
-    """One seed folder -> {'seed', 'env', 'config', 'provenance', 'sections', 'findings'}, or None if it has no results.
+    """One seed folder -> {'seed', 'env', 'config', 'provenance', 'sections', 'findings', 'groups'}, or None if it has
+    no results.
 
-    ``findings``: BugFix's bands, then the chapter's claims (``claim: KEY``), on the run's environment."""
-    from ..chapter15.bands import check_transcript
+    ``findings``: the chapter's bands (on the environment that has them), then the chapter's claims (``claim: KEY``;
+    None where one does not apply), on the run's environment; ValueError when that cannot be found here."""
     from ..chapter15.claims import check_claims
+    from ..chapter15.envs import DEFAULT, get_env
     saved = _read(folder / 'results.json')
     if not saved or 'sections' not in saved:
         return None
@@ -52,11 +55,16 @@ def _seed_record(folder: Path) -> dict | None:
     else:
         lines = saved.get('transcript', {})
         transcript = '\n'.join(x for sec in ['setup', *sorted(k for k in lines if k != 'setup')] for x in lines[sec]) + '\n'
-    env = saved.get('env', 'bugfix')
-    bands = check_transcript(transcript) if env == 'bugfix' else []
+    name = saved.get('env', DEFAULT)
+    try:
+        env = get_env(name)
+    except ValueError as e:
+        raise ValueError(f'{folder} ran on an environment not found here: {e}') from None
+    bands = env.bands(transcript) if env.bands else []
     claims = [(f'claim: {c.key}', ok, m) for c, ok, m in check_claims(saved['sections'], env)]
-    return {'seed': saved.get('seed'), 'env': env, 'config': saved.get('config') or {},
-            'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims}
+    return {'seed': saved.get('seed'), 'env': name, 'config': saved.get('config') or {},
+            'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims,
+            'groups': saved.get('groups') or env.groups()}
 
 
 def _sweep_variant(folder: Path, name: str) -> dict:
@@ -128,9 +136,16 @@ def _last(seq, key):
     return seq[-1][key]
 
 
-def key_figures(groups=()) -> list:
+def _probe(R, role: int, figure: str):
+    """15.6's probe figure of an SFT checkpoint by its role (0: the cold start, 1: the last step), whatever its step."""
+    from ..chapter15.probes import probe_roles
+    return R['15.6']['probe'][probe_roles(R['15.6']['probe'])[role]][figure]
+
+
+def key_figures(groups=(), cold: str = 'SFT step 20', last: str = 'SFT step 60') -> list:
     """[(section, label, fn(sections) -> number)]: the figures ``compare`` sets side by side (``groups``: the task
-    groups whose held-out pass after oracle SFT is one of them)."""
+    groups whose held-out pass after oracle SFT is one of them; ``cold``, ``last``: how the labels name the two
+    SFT checkpoints 15.6 probes, which each run's figures are found by role)."""
     from ..chapter15.figures import RECIPES
     figs = [('15.2', 'weak base: train pass', lambda R: R['15.2']['weak']['train']),
             ('15.2', 'weak base: held-out pass', lambda R: R['15.2']['weak']['held']),
@@ -151,9 +166,9 @@ def key_figures(groups=()) -> list:
                  ('15.5', f'{name}: final held-out pass', lambda R, n=name: R['15.5']['curves'][n][-1][2])]
     figs += [('15.5', f'{name}: final train episodes that read first', lambda R, n=name: R['15.5']['reads_first'][n])
              for name in ('SFT -> RL', 'RL only')]
-    figs += [('15.6', 'probe, SFT step 20: groups with signal', lambda R: R['15.6']['probe']['SFT step 20']['signal']),
-             ('15.6', 'probe, SFT step 60: groups with signal', lambda R: R['15.6']['probe']['SFT step 60']['signal']),
-             ('15.6', 'probe, SFT step 20: action entropy', lambda R: R['15.6']['probe']['SFT step 20']['entropy']),
+    figs += [('15.6', f'probe, {cold} (cold start): groups with signal', lambda R: _probe(R, 0, 'signal')),
+             ('15.6', f'probe, {last} (last): groups with signal', lambda R: _probe(R, 1, 'signal')),
+             ('15.6', f'probe, {cold} (cold start): action entropy', lambda R: _probe(R, 0, 'entropy')),
              ('15.6', 'mismatch: train pass', lambda R: R['15.6']['mismatch']['train']),
              ('15.6', 'mismatch: NLL on rendered demos', lambda R: R['15.6']['mismatch']['nll']),
              ('15.6', 'DPO + NLL, last step: invalid calls / episode', lambda R: _last(R['15.6']['dpo_nll_log'], 'invalid')),
@@ -183,24 +198,33 @@ def compare(variants: list) -> dict:
         tests = [welch(per_variant[0], vals) if vals and per_variant[0] else None for vals in per_variant[1:]]
         return {'values': per_variant, 'stats': stats, 'vs_first': tests}
 
-    findings = {}
+    findings, na = {}, {}
     for v in variants:
         for rec in v['records']:
             for name, ok, _ in rec['findings']:
                 findings.setdefault(name, [[] for _ in variants])
+                na.setdefault(name, [0] * len(variants))
     for i, v in enumerate(variants):
         for rec in v['records']:
             for name, ok, _ in rec['findings']:
-                findings[name][i].append(1.0 if ok else 0.0)
+                if ok is None:  # a claim that does not apply at this seed counts at none
+                    na[name][i] += 1
+                else:
+                    findings[name][i].append(1.0 if ok else 0.0)
     figures = []
-    first = variants[0]['records'][0]['sections']['15.2'].get('heldout_by_family') or {}
-    for section, label, fn in key_figures(list(by_family(first))):
+    record = variants[0]['records'][0]
+    first = record['sections']['15.2'].get('heldout_by_family') or {}
+
+    def steps(key, default):  # the SFT checkpoints' steps, as the variants' configs set them
+        return 'SFT step ' + ' / '.join(dict.fromkeys(str(r['config'].get(key, default)) for v in variants for r in v['records']))
+    for section, label, fn in key_figures(list(by_family(first, record['groups'])), steps('cold_start_step', 20),
+                                          steps('sft_steps', 60)):
         vals = [_values(v['records'], fn) for v in variants]
         if any(vals):
             figures.append({'section': section, 'figure': label, **row(vals)})
     return {'variants': [{'name': v['name'], 'path': v['path'], 'kind': v['kind'], 'overrides': v['overrides'],
                           'seeds': [r['seed'] for r in v['records']]} for v in variants],
-            'findings': [{'finding': name, **row(vals)} for name, vals in findings.items()],
+            'findings': [{'finding': name, **row(vals), 'not_applicable': na[name]} for name, vals in findings.items()],
             'figures': figures,
             'curves': {v['name']: aggregate({r['seed']: r['sections'] for r in v['records']})[0] for v in variants}}
 
@@ -241,7 +265,8 @@ def _columns(result) -> tuple:
 def finding_rows(result) -> list:
     rows = []
     for r in result['findings']:
-        cells = [_hold(s) for s in r['stats']]
+        na = r.get('not_applicable') or [0] * len(r['stats'])
+        cells = [_hold(s) if s or not k else 'n/a' for s, k in zip(r['stats'], na)]
         for t in r['vs_first']:
             cells += [_diff(t, pct=True), _p(t)]
         rows.append((r['finding'], *cells))
@@ -267,7 +292,8 @@ def render(result: dict, settings: list, provenance: list, figure: str | None) -
           f'Baseline: **{names[0]}**. Each figure: mean ± half-width of its 95% confidence interval over the seeds '
           '(t quantile × std / √n; the mean alone for one seed); each difference: the other variant minus the baseline '
           "with the 95% CI and two-sided p of Welch's t-test (p < 0.05 in bold; none with fewer than two seeds a side). "
-          'Hold rates are tested as 0/1 outcomes per seed (their intervals cut at ±100 pp).', '',
+          'Hold rates are tested as 0/1 outcomes per seed (their intervals cut at ±100 pp); n/a: a claim that '
+          'applies at none of the variant\'s seeds (its environment lacks what it needs).', '',
           table(['variant', 'folder', 'seeds', 'settings changed'],
                 [(v['name'], f"`{v['path']}`", ', '.join(map(str, v['seeds'])),
                   ', '.join(f'`{k}={x}`' for k, x in v['overrides'].items()) or '—') for v in result['variants']]), '']

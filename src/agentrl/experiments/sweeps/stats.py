@@ -2,7 +2,8 @@
 
 - per figure over seeds: ``summarize`` (mean, standard error, 95% CI with Student's t), ``hold_rate``;
 - the figures of one seed: ``flatten`` every numeric leaf of ``results.json``'s sections, plus ``derived`` counts and shares;
-- over seeds: ``aggregate`` (figures), ``aggregate_findings`` (bands), ``aggregate_claims`` (beyond-the-chapter claims);
+- over seeds: ``aggregate`` (figures), ``aggregate_findings`` (bands), ``aggregate_verdicts`` (the chapter's claims,
+  those that do not apply counted apart; ``every_seed``), ``aggregate_claims`` (beyond-the-chapter claims);
 - between two variants: ``welch`` (difference of means, Welch's t-test and its 95% CI), on an exact Student-t
   distribution (``t_cdf`` via the regularized incomplete beta function; no scipy needed).
 """
@@ -129,16 +130,31 @@ def aggregate(per_seed: dict) -> tuple:
 
 
 def _hold_rates(per_seed: dict, key, head) -> dict:
-    """{seed: [(item, holds, figure)]} -> {key(item): {**head(item), per-seed outcome and figure, hold rate, held, n}}."""
+    """{seed: [(item, holds, figure)]} -> {key(item): {**head(item), per-seed outcome and figure, hold rate, held, n}}.
+
+    An outcome None (a claim that does not apply at that seed) counts in neither ``held`` nor ``n``; the row then
+    has ``not_applicable`` (how many seeds), and when it applies at no seed, ``hold_rate`` None and ``why``."""
     out = {}
     for seed in sorted(per_seed):
         for item, ok, fig in per_seed[seed]:
             row = out.setdefault(key(item), {**head(item), 'per_seed': {}})
-            row['per_seed'][str(seed)] = {'holds': bool(ok), 'figure': fig}
+            row['per_seed'][str(seed)] = {'holds': None if ok is None else bool(ok), 'figure': fig}
     for row in out.values():
-        oks = [v['holds'] for v in row['per_seed'].values()]
+        outcomes = [v['holds'] for v in row['per_seed'].values()]
+        oks = [o for o in outcomes if o is not None]
         row.update(hold_rate=hold_rate(oks), held=sum(oks), n=len(oks))
+        if len(oks) < len(outcomes):
+            row['not_applicable'] = len(outcomes) - len(oks)
+        if not oks and outcomes:
+            row['why'] = next(iter(row['per_seed'].values()))['figure']
     return out
+
+
+def every_seed(verdicts: dict) -> tuple:
+    """``aggregate_verdicts``' dict -> (claims that hold at every seed where they apply, claims that apply at some
+    seed, claims that apply at none)."""
+    applicable = [c for c in verdicts.values() if c['n']]
+    return sum(c['held'] == c['n'] for c in applicable), len(applicable), len(verdicts) - len(applicable)
 
 
 def aggregate_findings(per_seed_findings: dict) -> dict:
@@ -149,7 +165,7 @@ def aggregate_findings(per_seed_findings: dict) -> dict:
 
 def aggregate_verdicts(per_seed_claims: dict) -> dict:
     """The chapter's claims over seeds: {seed: [(Claim, holds, measured)]} -> {key: section, test, hold rate, held, n,
-    per-seed outcome and figure}, in the claims' order."""
+    per-seed outcome and figure}, in the claims' order; a claim that does not apply (holds None) is counted apart."""
     return _hold_rates(per_seed_claims, key=lambda c: c.key,
                        head=lambda c: {'section': c.section, 'lesson': c.lesson, 'test': c.test})
 

@@ -28,8 +28,9 @@ def seed_claims(out, sweep: dict) -> dict:
     """The chapter's claims over a sweep's aggregated seeds, recomputed from each seed's results.json (so a sweep
     written before the claims existed has them too) -> ``stats.aggregate_verdicts``'s dict."""
     from ..chapter15.claims import check_claims
+    from ..chapter15.envs import DEFAULT, get_env
     from .stats import aggregate_verdicts
-    env = sweep.get('env', 'bugfix')
+    env = get_env(sweep.get('env', DEFAULT))  # ValueError when it cannot be found here
     per_seed = {}
     for s in sweep.get('aggregated_seeds', []):
         saved = read_results(seed_dir(out, s) / 'results.json')
@@ -39,35 +40,37 @@ def seed_claims(out, sweep: dict) -> dict:
 
 
 def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
-                    threads: int = 1, env: str = 'bugfix') -> dict:
+                    threads: int = 1, env: str | None = None) -> dict:
     """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict.
 
-    ``env``: the environment's ``--env`` name; BugFix's bands (``findings``) apply only to BugFix, the chapter's
-    claims (``claims``) to every environment."""
-    from ..chapter15.bands import check_transcript
+    ``env``: the environment's ``--env`` name (default the chapter's); the chapter's bands (``findings``) apply only
+    to the environment that has them (``ChapterEnv.bands``), the chapter's claims (``claims``) to every environment,
+    where it has what they need."""
     from ..chapter15.claims import check_claims
     from ..chapter15.config import budget_name
-    from ..chapter15.envs import get_env
+    from ..chapter15.envs import DEFAULT, get_env
     from ..chapter15.provenance import collect
     from .figures import draw_ci_figure
     from .stats import aggregate, aggregate_claims, aggregate_findings, aggregate_verdicts
     from .sweep_report import render
 
-    out = Path(out)
+    out, env = Path(out), env or DEFAULT
+    chapter_env = get_env(env)
     ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
     per_seed, per_seed_findings, per_seed_claims = {}, {}, {}
     for s in ok:
         saved = read_results(seed_dir(out, s) / 'results.json')
         per_seed[s] = saved['sections']
-        if env == 'bugfix':
-            per_seed_findings[s] = check_transcript((seed_dir(out, s) / 'transcript.txt').read_text())
-        per_seed_claims[s] = check_claims(saved['sections'], env)
+        if chapter_env.bands:
+            per_seed_findings[s] = chapter_env.bands((seed_dir(out, s) / 'transcript.txt').read_text())
+        per_seed_claims[s] = check_claims(saved['sections'], chapter_env)
     figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
     findings = aggregate_findings(per_seed_findings)
     claims = aggregate_claims(per_seed)
-    sweep = {'env': env, 'seeds': seeds, 'aggregated_seeds': ok,
+    sweep = {'env': env, 'groups': chapter_env.groups(), 'bands': chapter_env.bands is not None,
+             'seeds': seeds, 'aggregated_seeds': ok,
              'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
-             'n': len(ok), 'variant': variant, 'budget': budget_name(config, get_env(env)), 'smoke': bool(smoke),
+             'n': len(ok), 'variant': variant, 'budget': budget_name(config, chapter_env), 'smoke': bool(smoke),
              'config': config,
              'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
              'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from ..chapter15.config import add_setting_args
+from ..chapter15.envs import DEFAULT
 from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
 from .backends import SECTIONS  # noqa: F401 (read as globals()['SECTIONS'] in run_sweep)
 from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
@@ -44,7 +45,7 @@ MAX_ATTEMPTS = 2
 
 # --- the sweep
 
-def plan(out, config=None, overrides=None, grid=None, env: str = 'bugfix') -> list:
+def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT) -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
 
     No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
@@ -72,15 +73,15 @@ def plan(out, config=None, overrides=None, grid=None, env: str = 'bugfix') -> li
     return variants
 
 
-def check_resume(variants: list, seeds, threads: int = 1, env: str = 'bugfix') -> None:
+def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) -> None:
     """Refuse to resume into seed folders written on another environment or with another config (saying which keys
     differ) or another thread count (whose float rounding differs, so the finished sections would not match the rest)."""
     from ..chapter15.config import describe_differences, differences
     for v in variants:
         for s in seeds:
             saved = read_results(seed_dir(v['folder'], s) / 'results.json')
-            if saved and saved.get('env', 'bugfix') != env:
-                raise ValueError(f"{seed_dir(v['folder'], s)} was written on another environment ({saved.get('env', 'bugfix')}, "
+            if saved and saved.get('env', DEFAULT) != env:
+                raise ValueError(f"{seed_dir(v['folder'], s)} was written on another environment ({saved.get('env', DEFAULT)}, "
                                  f'now {env}); resume with the same --env or use another --out')
             if saved and saved.get('seed') == s:
                 diffs = differences(saved.get('config'), v['record'])
@@ -96,7 +97,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = 'bugfix') -
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
               config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1,
-              env: str = 'bugfix') -> dict:
+              env: str = DEFAULT) -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
@@ -239,7 +240,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
 
 def add_parser(sub):
     """Register ``agentrl sweep`` on an argparse subparsers object."""
-    from ..chapter15.envs import DEFAULT, ENVIRONMENTS
+    from ..chapter15.envs import ENV_HELP
     p = sub.add_parser('sweep', help='run the chapter 15 reproduction over several seeds (and a grid of variants) and '
                        'aggregate: mean, 95%% CI, hold rates', description=__doc__.split('\n\n')[0])
     p.add_argument('--seeds', type=parse_seeds, default=parse_seeds('0-9'),
@@ -255,8 +256,8 @@ def add_parser(sub):
     p.add_argument('--resume', action='store_true', help='skip seeds already complete in OUT, resume partial ones '
                    '(refuses folders written with another config)')
     p.add_argument('--smoke', action='store_true', help='the tiny Ch15Config.smoke() budget (for testing; figures meaningless)')
-    p.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS),
-                   help="the environment every seed runs on (default bugfix, the chapter's own)")
+    p.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment every seed runs on: {ENV_HELP} '
+                   '(the workers find it by the same name)')
     p.add_argument('--extended', action='store_true', help="run each seed with reproduce --extended (the chapter's "
                    'exercises and the clipped trainer) and aggregate those comparisons too')
     add_setting_args(p)
@@ -309,10 +310,10 @@ def main(args) -> int:
             console.print('lowest hold rates: ' + '; '.join(f"{n} {r['hold_rate']:.0%}" for n, r in low), markup=False)
         claims = sweep.get('claims') or {}
         if claims:
-            every = sum(c['held'] == c['n'] for c in claims.values())
-            console.print(f"the chapter's claims: {every} of {len(claims)} hold at every seed; lowest: " + '; '.join(
-                f"{k} {c['hold_rate']:.0%}" for k, c in sorted(claims.items(), key=lambda kv: kv[1]['hold_rate'])[:5]),
-                markup=False, highlight=False)
+            from .sweep_report import every_seed_line
+            rated = sorted(((k, c) for k, c in claims.items() if c['hold_rate'] is not None), key=lambda kv: kv[1]['hold_rate'])
+            console.print(f"the chapter's claims: {every_seed_line(claims, noun='')}; lowest: " + '; '.join(
+                f"{k} {c['hold_rate']:.0%}" for k, c in rated[:5]), markup=False, highlight=False)
         if sweep['failed_seeds']:
             failed = True
             console.print(f"[red]failed seeds: {', '.join(map(str, sweep['failed_seeds']))} (see sweep.json 'failures')[/red]")

@@ -1,9 +1,12 @@
 """``sweep.md``: the chapter's tables as mean ± 95% CI over seeds, next to the chapter's single-seed figures."""
 from __future__ import annotations
 
+from ..chapter15.envs import DEFAULT
 from ..chapter15.figures import RECIPES
+from ..chapter15.probes import probe_labels
 from ..chapter15.report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT
 from ..chapter15.tables import bold_min, by_family, fmt, table
+from .stats import every_seed
 
 
 def _stat(sweep, key):
@@ -18,8 +21,8 @@ def _threads(sweep: dict) -> int:
 def render(sweep: dict, figure: str | None = None) -> str:
     """The whole of sweep.md from a sweep dict (``sweep.json``)."""
     S = lambda key, d=2: fmt(_stat(sweep, key), d)  # noqa: E731
-    env = sweep.get('env', 'bugfix')
-    ch = env == 'bugfix'  # the chapter's own figures are BugFix's: beside a BugFix sweep's only
+    env = sweep.get('env', DEFAULT)
+    ch = sweep.get('bands', env == DEFAULT)  # the chapter's own figures: beside a sweep on the environment of its bands
     P = (lambda v: f' ({v})') if ch else (lambda v: '')  # noqa: E731
     n, seeds = sweep['n'], sweep['seeds']
     title = (f"Chapter 15 over {len(seeds)} seeds" + (f' on {env}' if not ch else '')
@@ -121,8 +124,11 @@ def render(sweep: dict, figure: str | None = None) -> str:
     md += roadtable(sweep)
     if figure:
         md += [f'![Figure 15.3 with 95% CI bands]({figure})', '']
-    probe_rows = [(label, *(f"{S(f'15.6/probe/{label}/{m}', d)}{P(cv)}" for m, d, cv in zip(['held', 'signal', 'entropy'], [2, 2, 3], c)))
-                  for label, c in CH_PROBE.items()]
+    config = sweep.get('config') or {}
+    labels = dict.fromkeys(label for label, _ in probe_labels(config.get('cold_start_step', 20), config.get('sft_steps', 60)))
+    probe_rows = [(label, *(f"{S(f'15.6/probe/{label}/{m}', d)}{P(cv)}" for m, d, cv in
+                            zip(['held', 'signal', 'entropy'], [2, 2, 3], CH_PROBE.get(label, ('—',) * 3))))
+                  for label in labels]
     nll_rows = [(name, *(S(f'15.6/dpo_vs_dpo_nll/{i}/{m}') for m in ['train', 'held', 'invalid', 'd_chosen', 'd_rejected']),
                  *((chf,) if ch else ()))
                 for i, (name, chf) in enumerate([('DPO', 'train 0.41, invalid 2.02'), ('DPO + NLL', 'train 0.69, invalid 0.61')])]
@@ -144,22 +150,32 @@ def render(sweep: dict, figure: str | None = None) -> str:
     return '\n'.join(md + _runs_md(sweep))
 
 
+def every_seed_line(claims: dict, noun: str = ' claims') -> str:
+    """``'N of M claims hold at every seed'`` over ``aggregate_verdicts``' dict (M: the claims that apply), with how
+    many do not apply (``noun``: what follows M)."""
+    held, m, na = every_seed(claims)
+    return f'{held} of {m}{noun} hold at every seed' + (f' ({na} not applicable)' if na else '')
+
+
 def claimtable(sweep: dict) -> list:
-    """The chapter's claims (``chapter15.claims``) over the seeds: hold rate and the seeds where each fails."""
-    rows = [(f"{c['section']} `{key}`", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}",
-             ', '.join(s for s, v in c['per_seed'].items() if not v['holds']) or '—')
-            for key, c in (sweep.get('claims') or {}).items()]
+    """The chapter's claims (``chapter15.claims``) over the seeds: hold rate and the seeds where each fails (a claim
+    that does not apply: n/a, and why)."""
+    claims = sweep.get('claims') or {}
+    rows = [(f"{c['section']} `{key}`", c['test'], 'n/a', '—', c.get('why', '—')) if c['hold_rate'] is None else
+            (f"{c['section']} `{key}`", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}",
+             ', '.join(s for s, v in c['per_seed'].items() if v['holds'] is False) or '—')
+            for key, c in claims.items()]
     if not rows:
         return []
-    held = sum(c['held'] == c['n'] for c in sweep['claims'].values())
-    return ["## The chapter's claims", '', f"{held} of {len(rows)} claims hold at every seed (`docs/claims.md`).", '',
+    return ["## The chapter's claims", '', f'{every_seed_line(claims)} (`docs/claims.md`).', '',
             table(['claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'], rows), '']
 
 
 def familytable(sweep: dict) -> list:
     """Held-out pass per task group after oracle SFT (15.2): one row per seed, each seed's lowest group in bold,
     then the mean ± CI and the minimum over seeds per group."""
-    fams = list(by_family({k.split('/')[-1]: 0 for k in sweep['figures'] if k.startswith('15.2/heldout_by_family/')}))
+    fams = list(by_family({k.split('/')[-1]: 0 for k in sweep['figures'] if k.startswith('15.2/heldout_by_family/')},
+                          sweep.get('groups', ())))
     if not fams:
         return []
     stats = {f: sweep['figures'][f'15.2/heldout_by_family/{f}'] for f in fams}

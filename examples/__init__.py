@@ -1,0 +1,1 @@
+"""Worked examples (``examples/mailroom.py``); a package, so that ``--env examples.mailroom:CHAPTER`` finds them."""
