@@ -217,3 +217,60 @@ def test_export_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path, capsys)
     assert main(['export', str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith('agentrl export: error: ') and 'agentrl reproduce' in err and 'Traceback' not in err
+
+
+# --- one run per folder
+
+def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_finishes_intact(first, tmp_path, capsys):
+    """While a run writes its folder (here: between its sections 15.2 and 15.3), `agentrl reproduce` on the same
+    folder, fresh or --resume, is refused at once with one line naming the folder and the PID that holds it; the
+    first run then ends with the results of an undisturbed one."""
+    import os
+
+    from agentrl.cli import main
+    refusals = []
+
+    def second_run(section, done, resumed=False):
+        if done and section == '15.2':
+            for extra in ([], ['--resume']):
+                rc = main(['reproduce', '--smoke', '--jobs', '1', '--threads', '1', '--out', str(tmp_path), *extra])
+                refusals.append((rc, capsys.readouterr().err))
+
+    run(tmp_path, progress=second_run).run()
+    for rc, err in refusals:
+        assert rc == 2 and err == (f'agentrl reproduce: error: {tmp_path} is in use by another run (PID {os.getpid()}); '
+                                   'wait for it to end, or give another --out\n')
+    assert len(refusals) == 2
+    assert (tmp_path / 'results.json').read_text() == (first[0] / 'results.json').read_text()
+    assert (tmp_path / 'transcript.txt').read_text() == (first[0] / 'transcript.txt').read_text()
+    assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_the_lock_dies_with_its_process(tmp_path, capsys):
+    """A process holding a folder (then SIGKILLed) is named by its PID in the refusal; once it is dead the folder is
+    free at once: a killed run leaves no stale lock."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from agentrl.cli import main
+    from agentrl.experiments import lock
+    holder = subprocess.Popen([sys.executable, '-c', (
+        'import importlib.util, sys, time\n'
+        f'spec = importlib.util.spec_from_file_location("lock", {lock.__file__!r})\n'
+        'm = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n'
+        'm.FolderLock(sys.argv[1]).acquire(); print("held", flush=True); time.sleep(120)\n'), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        assert main(['reproduce', '--smoke', '--jobs', '1', '--out', str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f'{tmp_path} is in use by another run (PID {holder.pid})' in err and err.count('\n') == 1
+        assert not (tmp_path / 'results.json').exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    with lock.FolderLock(tmp_path) as held:
+        assert held.fd is not None
+        assert int((tmp_path / lock.LOCK_FILE).read_text()) == os.getpid()

@@ -5,7 +5,8 @@ shifted by ``self.seed``, prints the notebook's lines (``self._say``), checkpoin
 sections need (``self._save``) and returns its figures (stored in ``results.json`` under its key).
 The helpers they use (``evaluate``, ``_describe``, ``_model``, ``_after``, ...) are
 ``Reproduction``'s (``reproduction.py``). A section reads another section's results only at its
-end, through ``_after`` (see ``parallel.DEPENDS``), so with ``--jobs`` it can start before them.
+end, through ``_after``, and declares which it reads with ``@reads`` above its method: ``--jobs``
+schedules by those declarations, so a section can start before the sections it reads.
 """
 from __future__ import annotations
 
@@ -26,10 +27,23 @@ from ...rollout import scripted_rollout
 from ...trajio import load_trajectories, save_trajectories
 
 
+def reads(*sections):
+    """Declare the other sections whose results (or files) a section method reads, through ``_after``, at its end.
+
+    Every section method carries one (``@reads()``: none). ``--jobs`` schedules the sections by them
+    (``reproduction.dependencies``), and ``_after`` refuses a read its section does not declare, so a declaration
+    cannot drift from the reads it stands for."""
+    def declare(method):
+        method.reads = tuple(sections)
+        return method
+    return declare
+
+
 class Sections:
     """Sections 15.1-15.6 (``s15_1`` ... ``s15_6``) and the recipe helpers they share (``_pairs``, ``_train_dpo``, ``_rl``)."""
 
     # --- 15.1 trajectory SFT and the action mask
+    @reads()
     def s15_1(self):
         s, tok, batch = self.seed, self.tok, self.demo_batch
         torch.manual_seed(0 + s)
@@ -48,6 +62,7 @@ class Sections:
                 'log_vocab': float(torch.tensor(float(tok.vocab_size)).log())}
 
     # --- 15.2 warm start: format first, then skill
+    @reads()
     def s15_2(self):
         s, tok = self.seed, self.tok
         weak_play = [scripted_rollout(self.env.player(kind, seed=k + s), self.env.make(), t, tok)
@@ -76,6 +91,7 @@ class Sections:
                 'sft_losses': sft_losses, 'heldout_by_family': by_family}
 
     # --- 15.3 rejection sampling and expert iteration
+    @reads()
     def s15_3(self):
         s, tok, weak = self.seed, self.tok, self._model('weak')
 
@@ -152,6 +168,7 @@ class Sections:
                         every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor)
         return policy, log, monitor
 
+    @reads()
     def s15_4(self):
         zero = torch.zeros(1)
         values = []
@@ -176,9 +193,10 @@ class Sections:
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
                         entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id)
 
+    @reads('15.2', '15.3')
     def s15_5(self):
         s = self.seed
-        hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
+        hist_sft = [tuple(x) for x in self._after('15.2')['hist_sft']]
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
         n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
@@ -187,7 +205,7 @@ class Sections:
         rl_only = copy.deepcopy(self._model('weak'))
         hist_rl = self._rl(rl_only, c.rl_only_steps)
         self._save('rl_only', rl_only)
-        hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: see parallel.DEPENDS
+        hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: the section may run beside 15.3
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
         for name, hist in recipes.items():
             self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
@@ -204,6 +222,7 @@ class Sections:
                 'reads_first': roads}
 
     # --- 15.6 design questions in practice
+    @reads('15.3', '15.4')
     def s15_6(self):
         s, tok = self.seed, self.tok
         probes = {}
@@ -235,7 +254,7 @@ class Sections:
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after
+        # trained before the lines that read 15.4's log and 15.3's kept episodes (@reads above), printed after
         hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
                                      steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public', lr=c.sft_lr,
                                      batch_size=c.sft_batch_size, temperature=c.sample_temperature, evaluate=after_round,
