@@ -32,7 +32,7 @@ def _claims(args):
 
     from .chapter15.claims import CLAIMS, check_claims, markdown
     from .chapter15.reproduce_command import claims_table
-    from .chapter15.reproduction import read_results
+    from .chapter15.reproduction import read_run
     if args.list:
         print(markdown(), end='')
         return 0
@@ -56,7 +56,7 @@ def _claims(args):
             console.print(f'{every} of {len(claims)} claims hold at every seed', markup=False, highlight=False)
             continue
         try:
-            saved = read_results(folder / 'results.json')
+            saved = read_run(folder)
         except ValueError as e:
             print(f'agentrl claims: error: {e}', file=sys.stderr)
             status = 2

@@ -70,18 +70,34 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def read_results(path) -> dict:
-    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what to do."""
+RESUME_FIX = 'move it away to keep it, then run again without --resume (or with another --out) to start afresh'
+"""What ``reproduce --resume`` should do about a results.json it cannot read."""
+
+
+def read_results(path, fix: str = RESUME_FIX) -> dict:
+    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what it
+    is and what to do (``fix``: by default, what ``reproduce --resume`` should)."""
     path = Path(path)
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); move it away to keep it, '
-                         'then run again without --resume (or with another --out) to start afresh') from None
+        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); {fix}') from None
     if not isinstance(saved, dict) or not isinstance(saved.get('sections'), dict) or 'transcript' not in saved:
-        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); move it '
-                         'away, or use another --out')
+        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); {fix}')
     return saved
+
+
+def read_run(folder) -> dict:
+    """The ``results.json`` of a finished run folder, for the commands that read one (``agentrl claims``, ...):
+    ValueError naming what is wrong (no such folder, no results.json, a damaged one) and how to get a run there."""
+    folder = Path(folder)
+    make = f'`agentrl reproduce --out {folder}` writes one'
+    if not folder.is_dir():
+        raise ValueError(f'{folder} does not exist: give a run folder (`agentrl reproduce --out DIR` writes one)')
+    if not (folder / 'results.json').is_file():
+        raise ValueError(f'{folder} has no results.json, so it is not a run folder (or its run has not finished a '
+                         f'section yet); {make}')
+    return read_results(folder / 'results.json', fix=f'run the reproduction again to rewrite it ({make})')
 
 
 def dependencies(cls, sections) -> dict:
