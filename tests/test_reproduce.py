@@ -274,3 +274,46 @@ def test_the_lock_dies_with_its_process(tmp_path, capsys):
     with lock.FolderLock(tmp_path) as held:
         assert held.fd is not None
         assert int((tmp_path / lock.LOCK_FILE).read_text()) == os.getpid()
+
+
+# --- one numbering of rounds
+
+def first_cells(md: str, header: str) -> list:
+    """The first cell of every row of the Markdown table whose header line starts with ``header``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith('|'):
+            break
+        rows.append(line.strip('| ').split(' | ')[0])
+    return rows
+
+
+def test_rounds_are_numbered_from_1_alike_in_transcript_report_and_figure(first, tmp_path, monkeypatch):
+    """Expert iteration's and the public filter's rounds carry the same numbers, from 1, in the transcript, the
+    report's tables and figure 15.4's axes; results.json keeps the recipe's lists (and the filter's 'round' key)."""
+    import re
+
+    out, _, results = first
+    transcript = (out / 'transcript.txt').read_text()
+    md = report.render(results, check_transcript(transcript), 0)
+    drawn = {}
+
+    def keep(fig, path, *args, **kw):
+        drawn[path.name] = [[round(x) for x in ax.get_xticks()] for ax in fig.axes]
+        figures.pyplot().close(fig)
+        return path
+    monkeypatch.setattr(figures, 'save_figure', keep)
+    figures.fig_hacking(results, tmp_path / 'fig15_4_hacking.png')
+
+    cfg = Ch15Config.smoke()
+    rft = [int(k) for k in re.findall(r'^round (\d+): sample pass', transcript, re.M)]
+    hack = [int(k) for k in re.findall(r'^round (\d+): kept \d+ \(', transcript, re.M)]
+    assert rft == [int(k) for k in first_cells(md, '| round | sample pass')] == list(range(1, cfg.rft_rounds + 1))
+    assert hack == [int(k) for k in first_cells(md, '| public-filter round')] == list(range(1, cfg.hack_rounds + 1))
+    assert drawn['fig15_4_hacking.png'] == [hack, hack]  # both panels' x axis
+    assert [row['round'] for row in results['15.6']['hacking']] == hack
+    assert 'first action of kept episodes, round 1: ' in transcript and 'round 0' not in transcript
+    assert 'kept episodes in round 1: ' in md and 'kept episodes of RFT round 2' in md and 'round 0' not in md
+    assert (out / 'episodes' / 'rft_round2_kept.json').is_file()

@@ -26,6 +26,10 @@ from ...render import OWNER, collate
 from ...rollout import scripted_rollout
 from ...trajio import load_trajectories, save_trajectories
 
+KEPT_ROUND2 = 'rft_round2_kept.json'
+"""The episodes file (in ``episodes/``) of expert iteration's round 2's kept episodes: 15.3 writes it, 15.6
+deduplicates it. Rounds are numbered from 1 wherever people read them (transcript, report, figures, files)."""
+
 
 def reads(*sections):
     """Declare the other sections whose results (or files) a section method reads, through ``_after``, at its end.
@@ -129,16 +133,16 @@ class Sections:
                                     sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
                                     temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id):
             rounds.append(row)
-            k = row['round']
-            self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
+            k = row['round']  # the recipe counts from 0 (results.json's lists too); people read rounds from 1
+            self._say(f"round {k + 1}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
                       f"{len(row['solved']):>2}/{len(self.train)} -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
         self._save('rft', rft)
         d_rft = self._describe(rft, 'after RFT', '15.3')
         never = sorted({t.name for t in self.train} - set(rounds[0]['solved']))
         self._say(f'tasks never solved by the weak base: {never}', '15.3')
         first = Counter(t.info['actions'][0] for t in rounds[0]['kept']).most_common(3)
-        self._say(f'first action of kept episodes, round 0: {first}', '15.3')
-        save_trajectories(self.out / 'episodes' / 'rft_round1_kept.json', rounds[1]['kept'])
+        self._say(f'first action of kept episodes, round 1: {first}', '15.3')
+        save_trajectories(self.out / 'episodes' / KEPT_ROUND2, rounds[1]['kept'])
         return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale, 'grad_gap': gap,
                 'cosine': cosine, 'rounds': [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
                                               'first_actions': dict(r['first_actions'])} for r in rounds],
@@ -267,7 +271,10 @@ class Sections:
                       f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
 
         self._after('15.3')  # it wrote the kept episodes
-        kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
+        kept_file = self.out / 'episodes' / KEPT_ROUND2
+        if not kept_file.exists():  # 15.3 finished by an earlier version, which named the file by the round's index
+            kept_file = kept_file.with_name('rft_round1_kept.json')
+        kept1 = load_trajectories(kept_file)
         unique = dedup_by_actions(kept1)
         self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
         self._say(f'family share, raw:     {family_share(kept1, self.groups)}', '15.6')
@@ -277,7 +284,7 @@ class Sections:
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
-            self._say(f"round {k}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
+            self._say(f"round {k + 1}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
