@@ -317,3 +317,34 @@ def test_rounds_are_numbered_from_1_alike_in_transcript_report_and_figure(first,
     assert 'first action of kept episodes, round 1: ' in transcript and 'round 0' not in transcript
     assert 'kept episodes in round 1: ' in md and 'kept episodes of RFT round 2' in md and 'round 0' not in md
     assert (out / 'episodes' / 'rft_round2_kept.json').is_file()
+
+
+def test_figures_keep_points_at_0_off_the_axis_and_mark_what_sft_rl_shares(first, tmp_path, monkeypatch):
+    """Figure 15.2's and 15.3's pass-rate axes start below 0; figure 15.3 draws SFT -> RL from its cold start on,
+    shading the steps where it is SFT's own curve, and says so in its label."""
+    _, r, results = first
+    drawn = {}
+
+    def keep(fig, path, *args, **kw):
+        drawn[path.name] = fig
+        return path
+    monkeypatch.setattr(figures, 'save_figure', keep)
+    cold = r.cfg.cold_start_step
+    figures.draw_all(results, tmp_path, cold_start=cold)
+    dpo, recipes = drawn['fig15_2_dpo.png'], drawn['fig15_3_recipes.png']
+    try:
+        assert dpo.axes[1].get_ylim()[0] < 0 and dpo.axes[2].get_ylim()[0] < 0
+        low_over_high = [ax.get_ylim()[0] / ax.get_ylim()[1] for ax in dpo.axes[1:]]
+        assert low_over_high[0] == pytest.approx(low_over_high[1])  # the two axes' zeros at one height
+        for ax in recipes.axes[:2]:
+            assert ax.get_ylim()[0] < 0
+            lines = {line.get_label(): line for line in ax.get_lines()}
+            sft_rl = lines[f'SFT -> RL (from SFT step {cold})']
+            assert list(sft_rl.get_xdata())[0] == cold  # drawn from the cold start on
+            assert list(lines['SFT (oracle)'].get_xdata())[0] == 0
+            (span,) = ax.patches  # the shared steps, shaded
+            assert span.get_x() == 0 and span.get_x() + span.get_width() == cold
+            assert any(f'up to step {cold}' in t.get_text() for t in ax.texts)
+    finally:
+        for fig in drawn.values():
+            figures.pyplot().close(fig)

@@ -130,7 +130,7 @@ def write_outputs(run, results: dict, out: Path, seed: int) -> dict:
     from .claims import check_claims
     findings = check_transcript(run.transcript()) if run.env.name == 'bugfix' else []  # BANDS.md is BugFix's
     claims = check_claims(results, run.env.name)
-    paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label)
+    paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label, cold_start=run.cfg.cold_start_step)
     report.write(out, results, findings, seed, run.timing, claims=claims, env=run.env)
     return {'findings': findings, 'claims': claims, 'paths': paths}
 
