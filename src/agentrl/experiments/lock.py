@@ -27,7 +27,7 @@ class FolderLock:
         self.folder = Path(folder)
         self.fd = None
 
-    def acquire(self) -> 'FolderLock':
+    def acquire(self) -> FolderLock:
         """Take the lock without waiting, and write this process's PID into it; ``FolderInUse`` if another holds it."""
         self.folder.mkdir(parents=True, exist_ok=True)
         try:

@@ -199,7 +199,7 @@ values are where the sections stop working (``why``); what the environment sets 
 longest episode) is checked by ``check_env``."""
 
 
-def values(config: 'Ch15Config') -> dict:
+def values(config: Ch15Config) -> dict:
     """Every key's value in ``config`` -> {key: value}, the model's unset keys at their defaults."""
     out = {f.name: getattr(config, f.name) for f in fields(config) if f.name != 'model'}
     out.update({k: config.model.get(k[len(MODEL):], knob.default) for k, knob in model_fields().items()})
@@ -231,7 +231,7 @@ def range_text(key: str, vals: dict) -> str:
     return text + (f' ({bound.why})' if bound.why else '')
 
 
-def check_ranges(config: 'Ch15Config') -> None:
+def check_ranges(config: Ch15Config) -> None:
     """Every key of ``config`` in its range (``RANGES``); else ValueError naming the key, its value and its range."""
     vals = values(config)
     for key in knobs():  # the limits first, then the multiples (whose divisors are then >= 1)
@@ -243,7 +243,7 @@ def check_ranges(config: 'Ch15Config') -> None:
             raise ValueError(f'{key} must be {range_text(key, vals)}, got {vals[key]!r}')
 
 
-def check_env(config: 'Ch15Config', env) -> None:
+def check_env(config: Ch15Config, env) -> None:
     """What only the environment (an ``envs.ChapterEnv``) bounds: ``rl_tasks`` (at most its train tasks) and
     ``model.block_size`` (at least its longest episode); ValueError naming the key and its range. No torch."""
     vals = values(config)
