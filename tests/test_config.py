@@ -91,11 +91,11 @@ def test_cross_checks_name_both_keys():
         Ch15Config(cold_start_step=25)
     with pytest.raises(ValueError, match='dpo_every.*dpo_steps'):
         Ch15Config(dpo_steps=10)
-    with pytest.raises(ValueError, match=r'model\.d_model=50'):
+    with pytest.raises(ValueError, match=r'model\.d_model must be an int >= 1, a multiple of model\.n_heads \(4\).*got 50'):
         C.effective(C.apply(Ch15Config(), {'model.d_model': 50}), vocab_size=100)
-    with pytest.raises(ValueError, match=r'rl_tasks \(21\) exceeds the 20 train tasks'):
+    with pytest.raises(ValueError, match=r'rl_tasks must be an int from 1 to 20 \(the train tasks of the BugFix gym\), got 21'):
         C.effective(C.apply(Ch15Config(), {'rl_tasks': 21}), vocab_size=100)
-    with pytest.raises(ValueError, match=r'model\.block_size \(100\) is shorter'):
+    with pytest.raises(ValueError, match=r'model\.block_size must be an int >= 320 \(the longest an episode'):
         C.effective(C.apply(Ch15Config(), {'model.block_size': 100}), vocab_size=100)
 
 
@@ -134,3 +134,94 @@ def test_cli_rejects_a_bad_setting_fast(setting, named, tmp_path):
     assert res.returncode == 2 and named in res.stderr and 'Traceback' not in res.stderr
     assert not (tmp_path / 'x').exists()  # nothing ran
     assert elapsed < 2.0, f'took {elapsed:.2f} s'
+
+
+# --- every key's valid range, walked
+
+def outside(key: str, vals: dict, env) -> list:
+    """Values of ``key`` just outside its range, given the other keys' values ``vals``: below its least, above its
+    greatest (the environment's limits for rl_tasks and model.block_size), and off its multiple."""
+    bound, kind = C.RANGES[key], C.knobs()[key].kind
+    low, high = C.limits(key, vals)
+    if key == 'rl_tasks':
+        high = len(env.tasks('train'))
+    if key == 'model.block_size':
+        low = env.make().max_tokens
+    step = 1 if kind == 'int' else 0.5
+    bad = [low if bound.above else low - step]
+    if high is not None:
+        bad.append(high + step)
+    if bound.multiple_of and vals[bound.multiple_of] > 1:
+        bad.append(vals[key] + 1)
+    return bad
+
+
+@pytest.mark.parametrize('env_name', ['bugfix', 'wiring'])
+def test_every_setting_out_of_range_is_refused_before_the_run_naming_its_range(env_name, tmp_path, capsys, monkeypatch):
+    """For every key: a value below its least, above its greatest, or off its multiple gives a one-line error naming
+    the key and its valid range, from `agentrl reproduce`, before any section runs or the folder is made."""
+    from agentrl.cli import main
+    from agentrl.experiments.chapter15.envs import get_env
+    from agentrl.experiments.chapter15.reproduction import Reproduction
+
+    def no_training(self, section):
+        raise AssertionError(f'section {section} ran')
+    monkeypatch.setattr(Reproduction, 'run_section', no_training)
+    env = get_env(env_name)
+    base = C.Ch15Config.smoke()
+    vals = C.values(base)
+    assert set(C.RANGES) == set(C.knobs())
+    walked = set()
+    for key in C.knobs():
+        for bad in outside(key, vals, env):
+            out = tmp_path / 'run'
+            rc = main(['reproduce', '--smoke', '--env', env_name, '--jobs', '1', '--threads', '1', '--quiet',
+                       '--out', str(out), '--set', f'{key}={bad}'])
+            err = capsys.readouterr().err
+            assert rc == 2 and err.count('\n') == 1, (key, bad, err)
+            assert err.startswith('agentrl reproduce: error: ') and 'Traceback' not in err, (key, bad, err)
+            shown = bad if C.knobs()[key].kind == 'int' else float(bad)
+            assert f'error: {key} must be a' in err and err.rstrip().endswith(f'got {shown!r}'), (key, bad, err)
+            if key not in ('rl_tasks', 'model.block_size') or bad < 1:  # else: the environment's limit
+                assert C.range_text(key, vals) in err, (key, bad, err)
+            assert not out.exists(), (key, bad)
+            walked.add(key)
+    assert walked == set(C.knobs())
+
+
+def test_the_model_ranges_are_the_models_own():
+    """RANGES holds TinyAgentConfig's limits (so a bad model key is refused without torch): each least value (or
+    just above an open one) is accepted by the model itself, and just below it is refused by the model too."""
+    defaults = {k[len('model.'):]: knob.default for k, knob in C.model_fields().items()}
+    for key in C.model_fields():
+        field, bound = key[len('model.'):], C.RANGES[key]
+        kind = C.knobs()[key].kind
+        low = bound.low + (1e-3 if bound.above else 0)
+        ok = {**defaults, field: low if kind == 'float' else int(low), **({'n_heads': 1} if bound.multiple_of else {})}
+        arl.TinyAgentConfig(100, **ok)
+        below = bound.low if bound.above else bound.low - (1 if kind == 'int' else 0.5)
+        with pytest.raises(ValueError, match=field):
+            arl.TinyAgentConfig(100, **{**defaults, field: below})
+        if bound.high is not None:
+            with pytest.raises(ValueError, match=field):
+                arl.TinyAgentConfig(100, **{**defaults, field: bound.high + 0.5})
+    with pytest.raises(ValueError, match='divisible'):
+        arl.TinyAgentConfig(100, **{**defaults, 'd_model': 10, 'n_heads': 4})
+
+
+def test_a_run_at_every_settings_least_value_completes(tmp_path):
+    """The chapter and its extension run end to end with every key at its least value at once (one step, two
+    samples, a one-dimensional model, ...), so each limit the walk above tests is the real minimum. (A key with an
+    open limit, > 0, keeps its default; model.block_size the environment's least.)"""
+    from agentrl.cli import main
+    low = {key: bound.low for key, bound in C.RANGES.items() if not bound.above and not isinstance(bound.low, str)}
+    low.update({'cold_start_step': 1, 'model.block_size': C.values(C.Ch15Config())['model.block_size']})
+    assert C.values(C.apply(C.Ch15Config(), low))['model.n_heads'] == 1  # d_model 1 needs one head
+    sets = [arg for k, v in low.items() for arg in ('--set', f'{k}={v}')]
+    assert main(['reproduce', '--extended', '--jobs', '1', '--threads', '1', '--quiet', '--out', str(tmp_path), *sets]) == 0
+    import json
+    saved = json.loads((tmp_path / 'results.json').read_text())
+    assert {k: saved['config'][k] for k in low if not k.startswith('model.')} == {k: v for k, v in low.items()
+                                                                                 if not k.startswith('model.')}
+    assert saved['config']['model']['d_model'] == 1 and set(saved['sections']) >= {'15.6', 'beyond'}
+

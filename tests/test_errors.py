@@ -177,3 +177,32 @@ def test_probe_recipes_refuses_a_setting_it_does_not_use_fast():
     res = subprocess.run([sys.executable, str(script), '--seeds', '5-2'], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and '--seeds takes' in res.stderr, res.stderr
     assert time.perf_counter() - t0 < 30
+
+
+@pytest.mark.parametrize('command', ['show', 'claims'])
+def test_reading_commands_name_what_the_folder_lacks_and_what_writes_it(command, tmp_path, capsys):
+    """`agentrl show` and `agentrl claims` on a folder that does not exist, or is not a run, say so (not a missing
+    vocabulary, not reproduce's --resume) and name the command that writes a run there."""
+    from agentrl.cli import main
+    status = {'show': 1, 'claims': 2}[command]
+    missing = tmp_path / 'nope'
+    assert main([command, str(missing)]) == status
+    err = capsys.readouterr().err
+    assert err == (f'agentrl {command}: error: {missing} does not exist: give a '
+                   + ('folder that `agentrl reproduce --out DIR` wrote, or no folder for an oracle demo\n' if command == 'show'
+                      else 'run folder (`agentrl reproduce --out DIR` writes one)\n'))
+    assert main([command, str(tmp_path)]) == status
+    err = capsys.readouterr().err
+    lacks = 'checkpoints/' if command == 'show' else 'results.json'
+    assert err.startswith(f'agentrl {command}: error: {tmp_path} has no {lacks}, so it is not a run folder')
+    assert f'`agentrl reproduce --out {tmp_path}` writes one' in err and err.count('\n') == 1
+    assert 'vocabulary' not in err and '--resume' not in err
+
+
+def test_claims_on_a_damaged_results_json_says_to_rerun_not_resume(tmp_path, capsys):
+    from agentrl.cli import main
+    (tmp_path / 'results.json').write_text('{"sections": {')
+    assert main(['claims', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f'{tmp_path / "results.json"} is not a readable results.json' in err and '--resume' not in err
+    assert f'run the reproduction again to rewrite it (`agentrl reproduce --out {tmp_path}` writes one)' in err

@@ -217,3 +217,134 @@ def test_export_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path, capsys)
     assert main(['export', str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith('agentrl export: error: ') and 'agentrl reproduce' in err and 'Traceback' not in err
+
+
+# --- one run per folder
+
+def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_finishes_intact(first, tmp_path, capsys):
+    """While a run writes its folder (here: between its sections 15.2 and 15.3), `agentrl reproduce` on the same
+    folder, fresh or --resume, is refused at once with one line naming the folder and the PID that holds it; the
+    first run then ends with the results of an undisturbed one."""
+    import os
+
+    from agentrl.cli import main
+    refusals = []
+
+    def second_run(section, done, resumed=False):
+        if done and section == '15.2':
+            for extra in ([], ['--resume']):
+                rc = main(['reproduce', '--smoke', '--jobs', '1', '--threads', '1', '--out', str(tmp_path), *extra])
+                refusals.append((rc, capsys.readouterr().err))
+
+    run(tmp_path, progress=second_run).run()
+    for rc, err in refusals:
+        assert rc == 2 and err == (f'agentrl reproduce: error: {tmp_path} is in use by another run (PID {os.getpid()}); '
+                                   'wait for it to end, or give another --out\n')
+    assert len(refusals) == 2
+    assert (tmp_path / 'results.json').read_text() == (first[0] / 'results.json').read_text()
+    assert (tmp_path / 'transcript.txt').read_text() == (first[0] / 'transcript.txt').read_text()
+    assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_the_lock_dies_with_its_process(tmp_path, capsys):
+    """A process holding a folder (then SIGKILLed) is named by its PID in the refusal; once it is dead the folder is
+    free at once: a killed run leaves no stale lock."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from agentrl.cli import main
+    from agentrl.experiments import lock
+    holder = subprocess.Popen([sys.executable, '-c', (
+        'import importlib.util, sys, time\n'
+        f'spec = importlib.util.spec_from_file_location("lock", {lock.__file__!r})\n'
+        'm = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n'
+        'm.FolderLock(sys.argv[1]).acquire(); print("held", flush=True); time.sleep(120)\n'), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        assert main(['reproduce', '--smoke', '--jobs', '1', '--out', str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f'{tmp_path} is in use by another run (PID {holder.pid})' in err and err.count('\n') == 1
+        assert not (tmp_path / 'results.json').exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    with lock.FolderLock(tmp_path) as held:
+        assert held.fd is not None
+        assert int((tmp_path / lock.LOCK_FILE).read_text()) == os.getpid()
+
+
+# --- one numbering of rounds
+
+def first_cells(md: str, header: str) -> list:
+    """The first cell of every row of the Markdown table whose header line starts with ``header``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith('|'):
+            break
+        rows.append(line.strip('| ').split(' | ')[0])
+    return rows
+
+
+def test_rounds_are_numbered_from_1_alike_in_transcript_report_and_figure(first, tmp_path, monkeypatch):
+    """Expert iteration's and the public filter's rounds carry the same numbers, from 1, in the transcript, the
+    report's tables and figure 15.4's axes; results.json keeps the recipe's lists (and the filter's 'round' key)."""
+    import re
+
+    out, _, results = first
+    transcript = (out / 'transcript.txt').read_text()
+    md = report.render(results, check_transcript(transcript), 0)
+    drawn = {}
+
+    def keep(fig, path, *args, **kw):
+        drawn[path.name] = [[round(x) for x in ax.get_xticks()] for ax in fig.axes]
+        figures.pyplot().close(fig)
+        return path
+    monkeypatch.setattr(figures, 'save_figure', keep)
+    figures.fig_hacking(results, tmp_path / 'fig15_4_hacking.png')
+
+    cfg = Ch15Config.smoke()
+    rft = [int(k) for k in re.findall(r'^round (\d+): sample pass', transcript, re.M)]
+    hack = [int(k) for k in re.findall(r'^round (\d+): kept \d+ \(', transcript, re.M)]
+    assert rft == [int(k) for k in first_cells(md, '| round | sample pass')] == list(range(1, cfg.rft_rounds + 1))
+    assert hack == [int(k) for k in first_cells(md, '| public-filter round')] == list(range(1, cfg.hack_rounds + 1))
+    assert drawn['fig15_4_hacking.png'] == [hack, hack]  # both panels' x axis
+    assert [row['round'] for row in results['15.6']['hacking']] == hack
+    assert 'first action of kept episodes, round 1: ' in transcript and 'round 0' not in transcript
+    assert 'kept episodes in round 1: ' in md and 'kept episodes of RFT round 2' in md and 'round 0' not in md
+    assert (out / 'episodes' / 'rft_round2_kept.json').is_file()
+
+
+def test_figures_keep_points_at_0_off_the_axis_and_mark_what_sft_rl_shares(first, tmp_path, monkeypatch):
+    """Figure 15.2's and 15.3's pass-rate axes start below 0; figure 15.3 draws SFT -> RL from its cold start on,
+    shading the steps where it is SFT's own curve, and says so in its label."""
+    _, r, results = first
+    drawn = {}
+
+    def keep(fig, path, *args, **kw):
+        drawn[path.name] = fig
+        return path
+    monkeypatch.setattr(figures, 'save_figure', keep)
+    cold = r.cfg.cold_start_step
+    figures.draw_all(results, tmp_path, cold_start=cold)
+    dpo, recipes = drawn['fig15_2_dpo.png'], drawn['fig15_3_recipes.png']
+    try:
+        assert dpo.axes[1].get_ylim()[0] < 0 and dpo.axes[2].get_ylim()[0] < 0
+        low_over_high = [ax.get_ylim()[0] / ax.get_ylim()[1] for ax in dpo.axes[1:]]
+        assert low_over_high[0] == pytest.approx(low_over_high[1])  # the two axes' zeros at one height
+        for ax in recipes.axes[:2]:
+            assert ax.get_ylim()[0] < 0
+            lines = {line.get_label(): line for line in ax.get_lines()}
+            sft_rl = lines[f'SFT -> RL (from SFT step {cold})']
+            assert list(sft_rl.get_xdata())[0] == cold  # drawn from the cold start on
+            assert list(lines['SFT (oracle)'].get_xdata())[0] == 0
+            (span,) = ax.patches  # the shared steps, shaded
+            assert span.get_x() == 0 and span.get_x() + span.get_width() == cold
+            assert any(f'up to step {cold}' in t.get_text() for t in ax.texts)
+    finally:
+        for fig in drawn.values():
+            figures.pyplot().close(fig)

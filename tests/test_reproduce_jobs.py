@@ -13,7 +13,7 @@ from agentrl.cli import main
 from agentrl.experiments.chapter15 import parallel
 from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
-from agentrl.experiments.chapter15.reproduction import SECTIONS
+from agentrl.experiments.chapter15.reproduction import SECTIONS, dependencies
 
 LATER = ('15.3', '15.4', '15.5', '15.6')
 
@@ -122,20 +122,64 @@ def test_bad_jobs_is_refused_by_the_api(bad, tmp_path):
     assert not (tmp_path / 'results.json').exists()
 
 
+DEPS = dependencies(Chapter15, SECTIONS + ('beyond',))
+
+
 def test_plan_never_deadlocks_and_balances_the_chapter():
     todo = list(LATER)
     # 15.5 and 15.6 wait (at their end) for 15.3 / 15.4: two of them first would hold both workers forever
-    assert not parallel.safe(['15.5', '15.6', '15.3', '15.4'], 2)
-    assert parallel.safe(['15.6', '15.3', '15.4', '15.5'], 2) and parallel.safe(todo, 1)
-    assert parallel.simulate(['15.5', '15.6', '15.3', '15.4'], 2) == float('inf')
+    assert not parallel.safe(['15.5', '15.6', '15.3', '15.4'], 2, DEPS)
+    assert parallel.safe(['15.6', '15.3', '15.4', '15.5'], 2, DEPS) and parallel.safe(todo, 1, DEPS)
+    assert parallel.simulate(['15.5', '15.6', '15.3', '15.4'], 2, DEPS) == float('inf')
     for jobs in (1, 2, 3, 4):
-        order = parallel.plan(todo, jobs)
-        assert sorted(order) == todo and parallel.safe(order, jobs)
-    assert parallel.plan(todo, 1) == todo
-    two = parallel.plan(todo, 2)
-    assert parallel.simulate(two, 2) == min(parallel.simulate(o, 2) for o in
-                                            itertools.permutations(todo) if parallel.safe(o, 2))
-    assert parallel.simulate(two, 2) < 0.55 * parallel.simulate(todo, 1)
-    ext = parallel.plan(todo + ['beyond'], 2)
+        order = parallel.plan(todo, jobs, DEPS)
+        assert sorted(order) == todo and parallel.safe(order, jobs, DEPS)
+    assert parallel.plan(todo, 1, DEPS) == todo
+    two = parallel.plan(todo, 2, DEPS)
+    assert parallel.simulate(two, 2, DEPS) == min(parallel.simulate(o, 2, DEPS) for o in
+                                                  itertools.permutations(todo) if parallel.safe(o, 2, DEPS))
+    assert parallel.simulate(two, 2, DEPS) < 0.55 * parallel.simulate(todo, 1, DEPS)
+    ext = parallel.plan(todo + ['beyond'], 2, DEPS)
     assert ext.index('beyond') < 3  # the longest section starts early: it only reads the others at its end
     assert parallel.worker_threads(2, 3) == 3 and parallel.worker_threads(10 ** 6) == 1
+
+
+def test_the_dependencies_are_the_sections_own_declarations():
+    """Each section method's @reads is its entry of the table --jobs plans on; every _after read of the chapter is
+    declared (a jobs=1 run would raise otherwise: see test_an_undeclared_read_fails_at_once_naming_both)."""
+    assert DEPS == {'15.1': (), '15.2': (), '15.3': (), '15.4': (), '15.5': ('15.2', '15.3'), '15.6': ('15.3', '15.4'),
+                    'beyond': ('15.3', '15.4', '15.5', '15.6')}
+    with pytest.raises(ValueError, match=r"no dependency entry for section\(s\) \['extra'\]"):
+        parallel.plan(todo=list(LATER) + ['extra'], jobs=2, deps=DEPS)
+
+
+def test_a_section_without_a_declaration_fails_at_once_naming_it(tmp_path, monkeypatch):
+    def s15_5(self):  # as if a new section had been written without @reads
+        return {}
+    monkeypatch.setattr(Chapter15, 's15_5', s15_5)
+    with pytest.raises(ValueError, match=r'section 15\.5 \(Chapter15\.s15_5\) declares no reads: put @reads'):
+        run(tmp_path, jobs=2)
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_an_undeclared_read_fails_at_once_naming_both(serial, tmp_path, monkeypatch):
+    """A section that reads one it does not declare raises at its read, even with jobs=1 (where the read would
+    succeed, and only a parallel run would wait for a section not scheduled before it)."""
+    from agentrl.experiments.chapter15.sections import reads
+
+    @reads('15.3')
+    def s15_4(self):
+        return self._after('15.2')
+    monkeypatch.setattr(Chapter15, 's15_4', s15_4)
+    r = Chapter15(serial, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
+    with pytest.raises(RuntimeError, match=r"section 15\.4 reads section 15\.2 but its @reads does not declare it: "
+                                           r"add '15\.2' to the @reads above s15_4"):
+        r.run_section('15.4')
+    assert r.running is None
+
+
+def test_waiting_for_a_section_the_run_does_not_run_fails_at_once(tmp_path):
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r'waiting for section beyond, which this run does not run'):
+        parallel.wait_for(tmp_path / 'results.json', 0, None, 'beyond', scheduled=SECTIONS)
+    assert time.perf_counter() - t0 < 1

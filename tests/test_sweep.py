@@ -273,3 +273,16 @@ def test_bad_thread_count_is_refused(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
     with pytest.raises(ValueError, match='threads must be a positive int'):
         sweep.run_sweep(tmp_path, [0], threads=0)
+
+
+def test_a_sweep_on_a_folder_in_use_is_refused_at_once(tmp_path, capsys):
+    import os
+
+    from agentrl.experiments.lock import FolderLock
+    with FolderLock(tmp_path):
+        assert main(['sweep', '--seeds', '0', '--smoke', '--out', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f'agentrl sweep: error: {tmp_path} is in use by another run (PID {os.getpid()}); wait for it to end, '
+                   'or give another --out\n')
+    assert not (tmp_path / 'seed0').exists()
+

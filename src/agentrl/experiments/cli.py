@@ -1,14 +1,7 @@
 """Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``, ``compare``, ``report``, ``show``."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
-
-
-def _threads(n):
-    import torch
-    if n:
-        torch.set_num_threads(n)
 
 
 def _error(command, e) -> int:
@@ -19,116 +12,8 @@ def _error(command, e) -> int:
 
 def _reproduce(args):
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
-    from .chapter15.config import resolve
-    from .chapter15.envs import get_env
-    try:  # the environment and every setting are checked before anything runs (and before torch is imported)
-        env = get_env(args.env)
-        config, overrides = resolve(args.smoke, args.config, args.sets, env=env)
-    except ValueError as e:
-        return _error('reproduce', e)
-    from .chapter15.parallel import prestart, worker_threads
-    from .workers import usable_cores
-    if (args.jobs or usable_cores()) > 1:
-        prestart()  # the workers' forkserver imports torch now, beside this process's own imports
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    from .chapter15 import figures, report
-    from .chapter15.chapter import Chapter15
-    from .chapter15.claims import check_claims, summary, tally
-    from .chapter15.reproduction import SECTIONS, TITLES
-
-    jobs = args.jobs or usable_cores()
-    # with workers, 15.1 and 15.2 run on the workers' thread count too: every section on the same count, so the
-    # figures equal --jobs 1 at that count (and, at 1 thread, the seed's row of `agentrl sweep`)
-    _threads(args.threads or (worker_threads(jobs) if jobs > 1 else 0))
-    console = Console()
-    out = Path(args.out)
-    t0 = time.perf_counter()
-    log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
-    try:  # model settings and --resume into another config are refused here, before any section runs
-        run = Chapter15(out, seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
-                        overrides=overrides, policy=args.policy, jobs=jobs, worker_threads=args.threads or None,
-                        env=env.name)
-    except ValueError as e:
-        return _error('reproduce', e)
-    if overrides:
-        console.print('settings changed from the ' + ('smoke preset' if args.smoke else "chapter's") + ': ' +
-                      ', '.join(f'{k}={v}' for k, v in overrides.items()), markup=False, highlight=False)
-    if jobs > 1:
-        k = run.worker_threads
-        console.print(f'--jobs {jobs}: 15.1 and 15.2 here, then the later sections in up to {jobs} worker processes, '
-                      f'{k} torch thread{"s" if k > 1 else ""} each', markup=False, highlight=False)
-    if run.env.bands is None:  # not the chapter's own environment: say which it is
-        from ..envs.protocol import env_name
-        console.print(f'chapter 15 on {run.env.title} ({env_name(run.env.env_id)}): {len(run.train)} train and '
-                      f'{len(run.heldout)} held-out tasks', markup=False, highlight=False)
-    with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
-        job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if args.extended else 0))
-        running = {}  # with --jobs N: section -> its worker
-
-        def name(section):
-            return TITLES[section] if section == 'beyond' else f'{section} {TITLES[section]}'
-
-        def progress(section, done, resumed=False, worker=None, seconds=None):
-            if worker is None:  # a section run here, or loaded
-                if done:
-                    bar.advance(job)
-                    if resumed:
-                        console.print(f'[dim]section {section} loaded from {out}/results.json[/dim]')
-                else:
-                    bar.update(job, description=name(section))
-                return
-            if done:  # its lines follow
-                running.pop(section, None)
-                bar.advance(job)
-                console.print(f'[bold]{name(section)}[/bold] [dim]done on worker {worker} in {seconds:.1f} s:[/dim]')
-            else:
-                running[section] = worker
-                console.print(f'[dim]{name(section)}: started on worker {worker}[/dim]')
-            bar.update(job, description='running ' + ', '.join(f'{s} (w{w})' for s, w in sorted(running.items()))
-                       if running else 'saving episodes')
-
-        run.progress = progress
-        results = run.run()
-        bar.update(job, description='figures and report')
-    findings = run.env.bands(run.transcript()) if run.env.bands else []  # the chapter's own environment: its bands
-    claims = check_claims(results, run.env)
-    paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label)
-    report.write(out, results, findings, args.seed, run.timing, claims=claims, env=run.env)
-    arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
-    files = f'{out}/results.json, report.md, ' + ', '.join(p.name for p in paths)
-    n_claims, applicable, _ = tally(claims)
-    if run.env.bands:
-        table = Table(title=f'Chapter 15 findings (seed shift {args.seed}{arch})')
-        for col in ('finding (BANDS.md)', 'measured', 'holds'):
-            table.add_column(col)
-        for name, ok, fig in findings:
-            table.add_row(name, fig, '[green]held[/green]' if ok else '[red]not held[/red]')
-        console.print(table)
-        na = len(claims) - applicable
-        console.print(f"the chapter's claims: {n_claims} of {applicable} hold" + (f' ({na} not applicable)' if na else '')
-                      + f' (agentrl claims {out})', markup=False, highlight=False)
-        held = sum(ok for _, ok, _ in findings)
-        console.print(f'{held} of {len(findings)} bands hold | {time.perf_counter() - t0:.0f} s | {files}')
-        return 1 if args.strict and held < len(findings) else 0
-    console.print(claims_table(claims, f'Chapter 15 claims on {run.env.title} (seed shift {args.seed}{arch})'))
-    console.print(f'{summary(claims)} | {time.perf_counter() - t0:.0f} s | {files}')
-    return 1 if args.strict and n_claims < applicable else 0
-
-
-def claims_table(claims, title):
-    """The claims of one run as a rich table (a claim that does not apply: n/a, and why)."""
-    from rich.table import Table
-    table = Table(title=title)
-    for col in ('claim', 'decided by', 'measured', 'holds'):
-        table.add_column(col)
-    for claim, ok, measured in claims:
-        table.add_row(f'{claim.section} {claim.key}', claim.test, measured,
-                      '[dim]n/a[/dim]' if ok is None else '[green]held[/green]' if ok else '[red]not held[/red]')
-    return table
+    from .chapter15.reproduce_command import main_reproduce
+    return main_reproduce(args)
 
 
 def _bench(args):
@@ -147,7 +32,8 @@ def _claims(args):
 
     from .chapter15.claims import check_claims, markdown, summary
     from .chapter15.envs import DEFAULT, get_env
-    from .chapter15.reproduction import read_results
+    from .chapter15.reproduce_command import claims_table
+    from .chapter15.reproduction import read_run
     if args.list:
         print(markdown(), end='')
         return 0
@@ -179,7 +65,7 @@ def _claims(args):
             console.print(every_seed_line(claims), markup=False, highlight=False)
             continue
         try:
-            saved = read_results(folder / 'results.json')
+            saved = read_run(folder)
         except ValueError as e:
             print(f'agentrl claims: error: {e}', file=sys.stderr)
             status = 2

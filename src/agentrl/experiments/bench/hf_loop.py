@@ -18,11 +18,11 @@ import time
 
 import torch
 
-from ..chapter15.envs import get_env
+from ..chapter15.envs import DEFAULT, get_env
 from ...policy import as_renderer
 from ...render import Trajectory
 
-CHAPTER = get_env('bugfix')
+CHAPTER = get_env(DEFAULT)
 """The chapter's workload: the BugFix gym (its tasks, players and tokenizer)."""
 
 

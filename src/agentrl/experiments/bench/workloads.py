@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..chapter15.envs import get_env
+from ..chapter15.envs import DEFAULT, get_env
 from ...model import TinyAgent
 from ...recipes.sft import sft_train
 from ...render import OWNER, collate
@@ -22,7 +22,7 @@ from ...rollout import rollout_batch, sample_next, scripted_rollout
 from .flops import computed_forward_flops, tiny_sft_step
 from .timing import pair_ratio, timed_interleaved, train_step_fn
 
-CHAPTER = get_env('bugfix')
+CHAPTER = get_env(DEFAULT)
 """The chapter's workload: the BugFix gym (its tasks, players and tokenizer)."""
 
 _POLICY = OWNER['policy']

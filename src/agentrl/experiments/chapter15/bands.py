@@ -1,8 +1,10 @@
 """The chapter's findings as bands (BANDS.md), checked on a run's transcript.
 
-A reproduction prints the same lines as the chapter's notebook (``transcript.txt``). This module
-parses them and applies each band of BANDS.md, the same rules as the spec's checker, so the
-findings table of ``agentrl reproduce`` and ``check_bands.py`` agree on the same output.
+A reproduction prints the same lines as the chapter's notebook (``transcript.txt``), but for the
+numbers of expert iteration's and the public filter's rounds: the notebook counts them from 0, a
+reproduction from 1, as its report and figures do. This module parses either and applies each band
+of BANDS.md, the same rules as the spec's checker, so the findings table of ``agentrl reproduce``
+and ``check_bands.py`` agree on the notebook's output.
 """
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def parse(text: str) -> dict:
         o['cosine'] = float(m.group(1))
     if m := first(r'tasks never solved by the weak base: (\[.*\])'):
         o['never'] = ast.literal_eval(m.group(1))
-    if m := first(r'first action of kept episodes, round 0: (\[.*\])'):
+    if m := first(r'first action of kept episodes, round [01]: (\[.*\])'):  # the notebook counts from 0, reproduce from 1
         o['first_kept'] = ast.literal_eval(m.group(1))
     o['dpo_values'] = [float(m.group(1)) for m in every(r'rejected ratio [-+]\d+: loss ([\d.]+)')]
     if m := first(r'pairs: (\d+) \| tasks with a pair: (\d+)'):
@@ -97,7 +99,7 @@ def parse(text: str) -> dict:
     if m := first(r'kept (\d+) episodes, (\d+) distinct action sequences'):
         o['dedup'] = tuple(map(int, m.groups()))
     o['hack'] = [dict(kept=int(m.group(2)), hacks=int(m.group(3)), public=float(m.group(4)), hidden=float(m.group(5)))
-                 for m in every(r'^round (\d): kept (\d+) \((\d+) fail hidden tests\) -> public ([\d.]+), hidden ([\d.]+)')]
+                 for m in every(r'^round (\d+): kept (\d+) \((\d+) fail hidden tests\) -> public ([\d.]+), hidden ([\d.]+)')]
     return o
 
 

@@ -15,17 +15,19 @@ from ...recipes.online_dpo import train_online_dpo
 from ...recipes.rft_baseline import rft_baseline_iteration
 from ...recipes.select import select_sft_checkpoint
 from ...recipes.star import star_iteration
+from .sections import reads
 
 
 class Beyond:
     """The ``beyond`` section: exercises 3 and 4, online DPO, checkpoint selection and a clipped group-PG trainer."""
 
+    @reads('15.3', '15.4', '15.5', '15.6')
     def beyond(self):
         """Exercises 3 and 4, online DPO, checkpoint selection, and a clipped group-PG trainer, each
         compared with the chapter's own recipe at the same budget, from the same checkpoints.
 
         Everything is trained first; the chapter's own figures (15.3-15.6) are read, and the lines printed, at
-        the end (see ``parallel.DEPENDS``)."""
+        the end (``@reads``)."""
         s, tok, c, env = self.seed, self.tok, self.cfg, self.env.env_id
         weak = self._model('weak')
 

@@ -53,11 +53,12 @@ class Chapter15(Reproduction):
         if not later:
             return super().run()
         parallel.prestart()
-        self.run_here(skip=later)
-        parallel.run_sections(self, later)
-        order = [k for k in ('setup', *self.sections) if k in self.results]  # section order, not finishing order
-        self.results = {**{k: self.results[k] for k in order}, **self.results}
-        self.save_episodes()
+        with self.session():
+            self.run_here(skip=later)
+            parallel.run_sections(self, later)
+            order = [k for k in ('setup', *self.sections) if k in self.results]  # section order, not finishing order
+            self.results = {**{k: self.results[k] for k in order}, **self.results}
+            self.save_episodes()
         return self.results
 
     def _merge(self, section, results, lines, seconds, worker=None):

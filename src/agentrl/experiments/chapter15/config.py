@@ -14,8 +14,12 @@ Three kinds of key, all settable the same way:
   (``model.qk_temperature=4``). Only the keys set are passed to ``TinyAgent``; the rest keep the
   model's defaults, and the run records the full effective model config.
 
-This module imports neither torch nor the model: the model's fields are read from ``model.py``'s
-source with ``ast``, so a bad key or value fails in milliseconds, before any work starts.
+Every key has a valid range (``RANGES``: its least value is where a section stops working, e.g.
+``rft_rounds >= 2`` because 15.6 deduplicates round 2's kept episodes), checked whenever a
+``Ch15Config`` is made; ``check_env`` adds the limits an environment sets. This module imports
+neither torch nor the model: the model's fields are read from ``model.py``'s source with ``ast``,
+so a bad key or value fails in milliseconds, before any work starts, with one line naming the key
+and its range.
 """
 from __future__ import annotations
 
@@ -96,29 +100,8 @@ class Ch15Config:
 
     def __post_init__(self):
         for f in fields(self):
-            if f.name == 'model':
-                continue
-            value = getattr(self, f.name)
-            if f.type == 'int':
-                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    raise ValueError(f'{f.name} must be an int >= 1, got {value!r}')
-            elif not _real(value):
-                raise ValueError(f'{f.name} must be a finite number, got {value!r}')
-            else:
-                object.__setattr__(self, f.name, float(value))
-        for name in ('sft_lr', 'rl_lr', 'dpo_lr', 'dpo_beta', 'rl_temperature', 'sample_temperature'):
-            if not getattr(self, name) > 0:
-                raise ValueError(f'{name} must be > 0, got {getattr(self, name)!r}')
-        if self.rl_entropy_bonus < 0:
-            raise ValueError(f'rl_entropy_bonus must be >= 0, got {self.rl_entropy_bonus!r}')
-        for every, steps in [('sft_every', 'sft_steps'), ('dpo_every', 'dpo_steps'), ('rl_every', 'rl_cold_steps'),
-                             ('rl_every', 'rl_only_steps')]:
-            if getattr(self, every) > getattr(self, steps):
-                raise ValueError(f'{every} ({getattr(self, every)}) must not exceed {steps} ({getattr(self, steps)}): '
-                                 'the curve would have no point')
-        if self.cold_start_step % self.sft_every or self.cold_start_step > self.sft_steps:
-            raise ValueError(f'cold_start_step ({self.cold_start_step}) must be a multiple of sft_every ({self.sft_every}) '
-                             f'and at most sft_steps ({self.sft_steps}): the SFT run snapshots only there')
+            if f.name != 'model':
+                object.__setattr__(self, f.name, _typed(f.name, f.type, getattr(self, f.name)))
         if not isinstance(self.model, dict):
             raise ValueError(f'model must be a dict of TinyAgentConfig overrides, got {type(self.model).__name__}')
         known = model_fields()
@@ -129,6 +112,7 @@ class Ch15Config:
                 raise unknown_key(key)
             clean[key[len(MODEL):]] = coerce(known[key], value)
         object.__setattr__(self, 'model', clean)
+        check_ranges(self)
 
     @classmethod
     def for_env(cls, env) -> 'Ch15Config':
@@ -153,6 +137,123 @@ BUDGETS = ('weak_steps', 'sft_steps', 'sft_every', 'eval_samples', 'describe_sam
 
 def _real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _typed(name: str, kind: str, value):
+    """A field's value as its type (``'int'``: an int, not a bool; ``'float'``: a finite number, as a float)."""
+    if kind == 'int':
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f'{name} must be an int, got {value!r}')
+        return value
+    if not _real(value):
+        raise ValueError(f'{name} must be a finite number, got {value!r}')
+    return float(value)
+
+
+# --- the valid range of every key
+
+@dataclass(frozen=True)
+class Bound:
+    """The values one key may take: from ``low`` to ``high``, each a number or other keys' names."""
+    low: object
+    """The least value: a number, or the name of the key it may not be below."""
+    high: object = None
+    """The greatest value: None (no limit), a number, or a tuple of keys' names it may exceed none of."""
+    above: bool = False
+    """Strictly above ``low`` (a learning rate is ``> 0``) rather than at least ``low``."""
+    multiple_of: str | None = None
+    """The name of a key the value must be a multiple of."""
+    why: str = ''
+    """Why the limit is where it is, said in the error."""
+
+
+RANGES = {
+    'weak_steps': Bound(1), 'sft_steps': Bound(1),
+    'sft_every': Bound(1, ('sft_steps',), why='the SFT curve needs a point'),
+    'cold_start_step': Bound('sft_every', ('sft_steps',), multiple_of='sft_every',
+                             why='the SFT run saves its cold-start checkpoint only where it evaluates'),
+    'eval_samples': Bound(1), 'describe_samples': Bound(1),
+    'rft_rounds': Bound(2, why="15.6 deduplicates the kept episodes of expert iteration's round 2"),
+    'rft_samples': Bound(2, why="15.4's DPO pairs a passing with a failing episode of one task"),
+    'rft_steps': Bound(1), 'dpo_steps': Bound(1),
+    'dpo_every': Bound(1, ('dpo_steps',), why='the DPO curve needs a point'),
+    'rl_cold_steps': Bound(1), 'rl_only_steps': Bound(1),
+    'rl_every': Bound(1, ('rl_cold_steps', 'rl_only_steps'), why='each RL curve needs a point'),
+    'mismatch_steps': Bound(1),
+    'probe_group': Bound(2, why="15.6's probe counts groups with a pass and a fail: a group of one has never both"),
+    'hack_rounds': Bound(1),
+    'sft_lr': Bound(0, above=True), 'sft_batch_size': Bound(1), 'rl_lr': Bound(0, above=True),
+    'rl_tasks': Bound(1, why="and at most the environment's train tasks"),
+    'rl_group': Bound(2, why="REINFORCE's baseline is the group's mean: a group of one has no advantage to learn from"),
+    'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
+    'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
+    # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
+    'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),
+    'model.n_layers': Bound(1), 'model.n_heads': Bound(1),
+    'model.block_size': Bound(1, why="and at least the environment's longest episode"),
+    'model.rotary_frac': Bound(0, 1), 'model.qk_temperature': Bound(0, above=True),
+    'model.abs_pos_std': Bound(0), 'model.init_std': Bound(0, above=True),
+}
+"""The valid range of every key (``knobs()``), checked when a ``Ch15Config`` is made, before any work. The least
+values are where the sections stop working (``why``); what the environment sets (the number of train tasks, the
+longest episode) is checked by ``check_env``."""
+
+
+def values(config: Ch15Config) -> dict:
+    """Every key's value in ``config`` -> {key: value}, the model's unset keys at their defaults."""
+    out = {f.name: getattr(config, f.name) for f in fields(config) if f.name != 'model'}
+    out.update({k: config.model.get(k[len(MODEL):], knob.default) for k, knob in model_fields().items()})
+    return out
+
+
+def limits(key: str, vals: dict) -> tuple:
+    """(least, greatest or None) of ``key`` given the other keys' values ``vals`` (``values(config)``)."""
+    bound = RANGES[key]
+    low = vals[bound.low] if isinstance(bound.low, str) else bound.low
+    high = min(vals[k] for k in bound.high) if isinstance(bound.high, tuple) else bound.high
+    return low, high
+
+
+def range_text(key: str, vals: dict) -> str:
+    """``key``'s valid range in words, with the other keys it depends on and their values."""
+    bound, kind = RANGES[key], knobs()[key].kind
+    name = lambda k: f'{k} ({vals[k]!r})'  # noqa: E731
+    low = name(bound.low) if isinstance(bound.low, str) else repr(bound.low)
+    text = 'an int' if kind == 'int' else 'a number'
+    if isinstance(bound.high, tuple):
+        text += f' from {low} to ' + ' and to '.join(name(k) for k in bound.high)
+    elif bound.high is not None:
+        text += f' from {low} to {bound.high!r}'
+    else:
+        text += f" {'>' if bound.above else '>='} {low}"
+    if bound.multiple_of:
+        text += f', a multiple of {name(bound.multiple_of)}'
+    return text + (f' ({bound.why})' if bound.why else '')
+
+
+def check_ranges(config: Ch15Config) -> None:
+    """Every key of ``config`` in its range (``RANGES``); else ValueError naming the key, its value and its range."""
+    vals = values(config)
+    for key in knobs():  # the limits first, then the multiples (whose divisors are then >= 1)
+        value, (low, high), bound = vals[key], limits(key, vals), RANGES[key]
+        if not ((value > low if bound.above else value >= low) and (high is None or value <= high)):
+            raise ValueError(f'{key} must be {range_text(key, vals)}, got {value!r}')
+    for key in knobs():
+        if RANGES[key].multiple_of and vals[key] % vals[RANGES[key].multiple_of]:
+            raise ValueError(f'{key} must be {range_text(key, vals)}, got {vals[key]!r}')
+
+
+def check_env(config: Ch15Config, env) -> None:
+    """What only the environment (an ``envs.ChapterEnv``) bounds: ``rl_tasks`` (at most its train tasks) and
+    ``model.block_size`` (at least its longest episode); ValueError naming the key and its range. No torch."""
+    vals = values(config)
+    n_train, longest = len(env.tasks('train')), env.make().max_tokens
+    if not vals['rl_tasks'] <= n_train:
+        raise ValueError(f"rl_tasks must be an int from 1 to {n_train} (the train tasks of {env.title}), "
+                         f"got {vals['rl_tasks']!r}")
+    if not vals['model.block_size'] >= longest:
+        raise ValueError(f"model.block_size must be an int >= {longest} (the longest an episode of {env.title} "
+                         f"may grow, in tokens), got {vals['model.block_size']!r}")
 
 
 # --- the keys
@@ -297,7 +398,10 @@ def resolve(smoke: bool = False, config_file=None, sets=(), env=None) -> tuple:
         key, value = parse_assignment(item, ' in --set')
         overrides[key] = value
     base = Ch15Config.smoke() if smoke else Ch15Config.for_env(env) if env is not None else Ch15Config()
-    return apply(base, overrides), overrides
+    config = apply(base, overrides)
+    if env is not None:
+        check_env(config, env)
+    return config, overrides
 
 
 def add_setting_args(p) -> None:
@@ -365,9 +469,9 @@ def describe_differences(diffs: list, a: str = 'saved', b: str = 'now') -> str:
 def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> dict:
     """The config a run records: ``asdict(config)`` with ``model`` the full effective ``TinyAgentConfig`` (every field).
 
-    Also checks what only the environment (``env``, an ``envs.ChapterEnv``; default the chapter's) and the model
-    can say (imports torch): a bad model setting, more RL tasks per step than there are train tasks, a block too
-    short for an episode; ValueError naming the key.
+    Also checks what only the environment (``env``, an ``envs.ChapterEnv``; default the chapter's) bounds
+    (``check_env``), and lets the model check its own settings (imports torch; ``RANGES`` holds the same limits, so
+    a bad one has already been refused); ValueError naming the key.
     """
     from ...model import TinyAgentConfig
     from .envs import DEFAULT, get_env
@@ -379,11 +483,7 @@ def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> di
     except (TypeError, ValueError) as e:
         given = ', '.join(f'{MODEL}{k}={v}' for k, v in config.model.items())
         raise ValueError(f'bad model setting ({given}): {e}') from None
-    n_train, longest = len(env.tasks('train')), env.make().max_tokens
-    if config.rl_tasks > n_train:
-        raise ValueError(f'rl_tasks ({config.rl_tasks}) exceeds the {n_train} train tasks')
-    if model['block_size'] < longest:
-        raise ValueError(f"model.block_size ({model['block_size']}) is shorter than an episode may grow ({longest} tokens)")
+    check_env(config, env)
     return {**asdict(config), 'model': model}
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 COLORS = {'SFT (oracle)': '#1f77b4', 'RFT': '#ff7f0e', 'SFT -> RL': '#2ca02c', 'RL only': '#d62728'}
+BELOW = 0.05
+"""How far below 0 a pass-rate axis starts (as a share of its range), so that points at 0 sit above the x axis."""
 
 
 def pyplot():
@@ -40,41 +42,55 @@ def fig_dpo(results: dict, path: Path) -> Path:
     ax1.legend()
     log = r['log']
     x = [row['step'] for row in log]
-    ax2.plot(x, [row['train'] for row in log], 'o-', label='train pass', color='#1f77b4')
-    ax2.plot(x, [row['held'] for row in log], 's-', label='held-out pass', color='#9467bd')
+    # where the two pass rates coincide (at 0, say) the held-out's small hollow square sits inside the train's dot,
+    # and its dashed line lets the train's solid one show through
+    ax2.plot(x, [row['train'] for row in log], 'o-', ms=8, label='train pass', color='#1f77b4')
+    ax2.plot(x, [row['held'] for row in log], 's--', ms=4.5, mfc='white', mew=1.3, label='held-out pass', color='#9467bd')
     weak = results['15.2']['weak']
-    ax2.axhline(weak['train'], color='#1f77b4', ls=':', lw=1, label='weak base train pass')
-    ax2.set(title='What the policy does in the gym', xlabel='DPO step', ylabel='pass rate', ylim=(0, 1))
+    ax2.axhline(weak['train'], color='#1f77b4', ls=':', lw=1, label=f"weak base train pass ({weak['train']:.2f})")
+    # both axes start a little below 0, with their zeros level, so a curve or line at 0 stands clear of the x axis
+    ax2.set(title='What the policy does in the gym', xlabel='DPO step', ylabel='pass rate', ylim=(-BELOW, 1))
     ax3 = ax2.twinx()
     invalid = [row['invalid'] for row in log]
     ax3.plot(x, invalid, '^--', color='#8c564b', label='invalid calls / episode')
-    ax3.axhline(weak['invalid'], color='#8c564b', ls=':', lw=1, label='weak base invalid calls')
+    ax3.axhline(weak['invalid'], color='#8c564b', ls='-.', lw=1.2, label=f"weak base invalid calls ({weak['invalid']:.2f})")
     ax3.set_ylabel('invalid calls per episode')
-    ax3.set_ylim(0, max([1.0, weak['invalid'], *invalid]) * 1.1)  # from 0, so a flat line looks flat
+    top = max([1.0, weak['invalid'], *invalid]) * 1.1  # from 0, so a flat line looks flat
+    ax3.set_ylim(-BELOW * top, top)
     lines = ax2.get_legend_handles_labels()
     lines3 = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], loc='upper left', fontsize=8)
     return save_figure(fig, path, 'Figure 15.2  Offline DPO: rejected log-probs fall without bound while the policy breaks')
 
 
-def fig_recipes(results: dict, path: Path, bands: dict | None = None, tasks: str = 'functions') -> Path:
+def fig_recipes(results: dict, path: Path, bands: dict | None = None, tasks: str = 'functions',
+                cold_start: int | None = None) -> Path:
     """Figure 15.3: train and held-out pass of the four recipes over gradient steps.
 
     ``bands`` (optional, from a sweep) maps recipe -> {'train': (lo, hi) lists, 'held': ...} to
     shade confidence intervals; ``tasks``: what the held-out tasks are (BugFix: functions).
+    ``cold_start``: the SFT step RL starts from (``cold_start_step``); SFT -> RL's curve is SFT's up to it, so it
+    is drawn from there on, and the steps it shares with SFT are shaded and said so.
     """
     plt = pyplot()
     curves = results['15.5']['curves']
+    shared = sum(h[0] <= cold_start for h in curves.get('SFT -> RL', [])) if cold_start is not None else 0
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, col, title in [(axes[0], 1, 'train tasks'), (axes[1], 2, f'held-out {tasks}')]:
-        for name, hist in curves.items():
-            steps = [h[0] for h in hist]
-            ax.plot(steps, [h[col] for h in hist], 'o-', ms=3, label=name, color=COLORS[name])
+        for name, hist in sorted(curves.items(), key=lambda kv: list(COLORS).index(kv[0])):  # the chapter's order
+            first = max(shared - 1, 0) if name == 'SFT -> RL' else 0  # from the cold start: before it, it is SFT's curve
+            steps = [h[0] for h in hist][first:]
+            label = f'{name} (from SFT step {cold_start})' if first else name
+            ax.plot(steps, [h[col] for h in hist][first:], 'o-', ms=3, label=label, color=COLORS[name])
             if bands and name in bands:
                 key = 'train' if col == 1 else 'held'
                 lo, hi = bands[name][key]
-                ax.fill_between(steps, lo, hi, color=COLORS[name], alpha=0.15, lw=0)
-        ax.set(title=title, xlabel='gradient steps', ylim=(0, 1.02))
+                ax.fill_between(steps, lo[first:], hi[first:], color=COLORS[name], alpha=0.15, lw=0)
+        if shared > 1:
+            ax.axvspan(curves['SFT -> RL'][0][0], cold_start, color='grey', alpha=0.12, lw=0)
+            ax.text(cold_start / 2, 0.99, f'SFT -> RL is SFT here\n(up to step {cold_start})', ha='center', va='top',
+                    fontsize=7.5, color='#444444')
+        ax.set(title=title, xlabel='gradient steps', ylim=(-BELOW, 1.02))
     axes[0].set_ylabel('pass rate (hidden tests)')
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=9, frameon=False)  # below, off the curves
@@ -98,7 +114,7 @@ def fig_hacking(results: dict, path: Path) -> Path:
     ax1.legend(fontsize=8)
     ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label='public tests (the filter)')
     ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
-    ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(0, 1.02), xticks=rounds)
+    ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(-BELOW, 1.02), xticks=rounds)
     ax2.legend(fontsize=8)
     return save_figure(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
 
@@ -107,14 +123,16 @@ RECIPES = tuple(COLORS)
 """The four recipes of figure 15.3, in its order."""
 
 
-def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions') -> list:
+def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions', cold_start: int | None = None) -> list:
     """Write the chapter's three figures (15.4 only when the run has public-filter rounds) and the extended run's into
     ``out`` -> their paths.
 
     ``groups``: the environment's task groups, in order (default: those in the results); ``tasks``: what its
-    held-out tasks are (BugFix: functions)."""
+    held-out tasks are (BugFix: functions); ``cold_start``: the run's ``cold_start_step`` (figure 15.3 marks the
+    steps SFT -> RL shares with SFT)."""
     out = Path(out)
-    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'), fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks)]
+    paths = [fig_dpo(results, out / 'fig15_2_dpo.png'),
+             fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks, cold_start=cold_start)]
     if results['15.6']['hacking']:  # no public-filter rounds (an environment with no public check): no figure 15.4
         paths.append(fig_hacking(results, out / 'fig15_4_hacking.png'))
     if 'beyond' in results:

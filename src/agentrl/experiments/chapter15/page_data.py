@@ -15,7 +15,8 @@ from ...render import OWNER
 from ...viewer import COLORS
 
 PAIRS_FILE = 'dpo_pairs.json'
-EXTRA_LABELS = {'rft_round1_kept': 'RFT round 1, kept episodes', 'dpo_pairs': 'DPO pairs (chosen, rejected, ...)'}
+EXTRA_LABELS = {'rft_round2_kept': 'RFT round 2, kept episodes', 'dpo_pairs': 'DPO pairs (chosen, rejected, ...)',
+                'rft_round1_kept': 'RFT round 2, kept episodes'}  # the same file, as earlier runs named it
 
 
 

@@ -3,8 +3,10 @@
 15.1 and 15.2 run in the calling process (15.2 trains the weak base and the SFT snapshots every
 later section starts from). The later sections (15.3-15.6, and ``beyond`` with ``--extended``)
 read those checkpoints, and a few read another section's results or files; every such read
-happens at the very end of the section, through ``Reproduction._after`` (``DEPENDS``). So a section
-can start before the sections it reads have finished: it waits for them only at its end.
+happens at the very end of the section, through ``Reproduction._after``, and each section method
+declares the sections it reads (``@reads``, gathered in ``Reproduction.depends``: the ``deps`` the
+order below is planned on; ``_after`` refuses an undeclared read at once). So a section can start
+before the sections it reads have finished: it waits for them only at its end.
 
 Each section runs in a worker process (``run_section``) that builds its own ``Reproduction`` on the
 same folder, settings and seed with ``resume=True`` (so it loads the finished sections from
@@ -42,8 +44,6 @@ from ..workers import exit_on_sigterm, pin_threads, process_context, restore_sig
 
 PARENT = ('15.1', '15.2')
 """Sections that always run in the calling process: they create the checkpoints the others read."""
-DEPENDS = {'15.3': (), '15.4': (), '15.5': ('15.3',), '15.6': ('15.3', '15.4'), 'beyond': ('15.3', '15.4', '15.5', '15.6')}
-"""Which other sections' results (or files) a section reads, besides 15.2's checkpoints; always at its end."""
 COST = {'15.3': 4.0, '15.4': 11.0, '15.5': 20.0, '15.6': 25.0, 'beyond': 60.0}
 """Typical seconds per section at the chapter's budget on one thread (runs/sweep_0_9/seed0/timing.json;
 ``beyond`` estimated), for ordering only."""
@@ -84,15 +84,20 @@ def check_jobs(jobs) -> int:
 
 # --- the order
 
-def _deps(todo, deps=DEPENDS) -> dict:
-    return {s: tuple(d for d in deps.get(s, ()) if d in todo) for s in todo}
+def _deps(todo, deps) -> dict:
+    """``deps`` (section -> the sections it reads) restricted to ``todo``; ValueError naming a section it lacks."""
+    missing = [s for s in todo if s not in deps]
+    if missing:
+        raise ValueError(f'no dependency entry for section(s) {missing}: every section must declare its reads (@reads)')
+    return {s: tuple(d for d in deps[s] if d in todo) for s in todo}
 
 
-def safe(order, jobs: int, deps=DEPENDS) -> bool:
+def safe(order, jobs: int, deps: dict) -> bool:
     """Can dispatching ``order`` first come first served to ``jobs`` workers never deadlock, whatever the times?
 
-    A section dispatched before one it waits for holds its worker until that one has run; when it is the
-    turn of position k, fewer than ``jobs`` such sections may be holding a worker for something at k or later.
+    ``deps``: section -> the sections it reads (``Reproduction.depends``). A section dispatched before one it waits
+    for holds its worker until that one has run; when it is the turn of position k, fewer than ``jobs`` such
+    sections may be holding a worker for something at k or later.
     """
     pos = {s: i for i, s in enumerate(order)}
     d = _deps(order, deps)
@@ -100,7 +105,7 @@ def safe(order, jobs: int, deps=DEPENDS) -> bool:
     return all(sum(1 for s in order[:k] if last[s] >= k) < jobs for k in range(len(order)))
 
 
-def simulate(order, jobs: int, cost=COST, deps=DEPENDS) -> float:
+def simulate(order, jobs: int, deps: dict, cost=COST) -> float:
     """Wall of dispatching ``order`` to ``jobs`` workers, each section taking ``cost`` and ending no earlier than
     the sections it reads (inf if it deadlocks)."""
     d = _deps(order, deps)
@@ -118,7 +123,7 @@ def simulate(order, jobs: int, cost=COST, deps=DEPENDS) -> float:
     return t
 
 
-def plan(todo, jobs: int, cost=COST, deps=DEPENDS) -> list:
+def plan(todo, jobs: int, deps: dict, cost=COST) -> list:
     """The dispatch order of the sections ``todo``: the safe order with the shortest simulated wall (ties: the
     first in section order)."""
     todo = list(todo)
@@ -126,7 +131,7 @@ def plan(todo, jobs: int, cost=COST, deps=DEPENDS) -> list:
     for order in itertools.permutations(todo):
         if not safe(order, jobs, deps):
             continue
-        t = simulate(order, jobs, cost, deps)
+        t = simulate(order, jobs, deps, cost)
         if best_t is None or t < best_t - 1e-9:
             best, best_t = list(order), t
     return best
@@ -146,9 +151,14 @@ def _alive(pid) -> bool:
     return True
 
 
-def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: float = POLL):
-    """Section ``section``'s results, once the parent has written them to ``path`` (``results.json``)."""
+def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: float = POLL, scheduled=None):
+    """Section ``section``'s results, once the parent has written them to ``path`` (``results.json``).
+
+    ``scheduled``: the sections the parent runs or has run; waiting for any other fails at once (it would never come).
+    """
     import json
+    if scheduled is not None and section not in scheduled:
+        raise RuntimeError(f'waiting for section {section}, which this run does not run (it runs {sorted(scheduled)})')
     stamp = None
     while True:
         try:
@@ -170,13 +180,14 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
 
 def run_section(out: str, seed: int, config: dict, section: str, threads: int, extended: bool = False,
                 overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None,
-                env: str | None = None) -> dict:
+                env: str | None = None, scheduled=None) -> dict:
     """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
 
     Builds a ``Reproduction`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
-    ``Ch15Config``), on ``threads`` torch threads; waits for other sections' results through ``results.json``;
-    then writes the episode files of ``episodes`` (policy names, or ``'dpo_pairs'``). Writes no results file.
-    Top level and argument-only, so it pickles for a process pool.
+    ``Ch15Config``), on ``threads`` torch threads; waits for other sections' results through ``results.json``
+    (``scheduled``: the sections the parent runs; waiting for another fails at once); then writes the episode files
+    of ``episodes`` (policy names, or ``'dpo_pairs'``). Writes no results file and takes no folder lock (the parent
+    holds it). Top level and argument-only, so it pickles for a process pool.
     """
     pin_threads(threads)
     import torch
@@ -187,7 +198,7 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
 
     run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
                        extended=extended, overrides=overrides, policy=policy, env=env or DEFAULT)
-    run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name)
+    run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name, scheduled=scheduled)
     results, lines, seconds = run.run_section(section)
     t0 = time.perf_counter()
     run.save_episodes(names=episodes)
@@ -216,14 +227,14 @@ def run_sections(chapter, todo) -> None:
     from concurrent.futures.process import BrokenProcessPool
     from dataclasses import asdict
 
-    order = plan(todo, chapter.jobs)
+    order = plan(todo, chapter.jobs, chapter.depends)
     n = min(chapter.jobs, len(order))
     episodes = {s: EPISODES.get(s, ()) for s in order}
     shortest = min(order, key=lambda s: COST.get(s, 1.0))
     episodes[shortest] = EPISODES['15.2'] + episodes[shortest]
     args = dict(config=asdict(chapter.cfg), threads=chapter.worker_threads, extended='beyond' in chapter.sections,
                 overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid(),
-                env=chapter.env.name)
+                env=chapter.env.name, scheduled=tuple(chapter.sections))
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
     pending, inflight, free = list(order), {}, list(range(1, n + 1))
     old_term = exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)

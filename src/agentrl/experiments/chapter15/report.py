@@ -48,9 +48,10 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     md = [f'# {title} (seed shift {seed})', '']
     if ch:
         held = sum(ok for _, ok, _ in findings)
-        md += [f'**{held} of {len(findings)} findings hold** (BANDS.md). Every figure below comes from this run; '
-               'the chapter\'s own figure is beside it. Pass rates are means over 4 or 8 sampled episodes per task, '
-               'so each has a standard error of up to about 0.06.', '']
+        md += [f'**{held} of {len(findings)} findings hold** (BANDS.md). Every number and plot below comes from this '
+               'run; where the chapter prints the same number, the chapter\'s value stands beside it, in parentheses '
+               'or in a column headed "chapter". Pass rates are means over 4 or 8 sampled episodes per task, so each '
+               'has a standard error of up to about 0.06.', '']
         md += ['## Findings', '', _table(['finding (band)', 'chapter', 'this run', 'holds'],
                                         [(name, CHAPTER.get(name, ''), fig, 'yes' if ok else '**no**')
                                          for name, ok, fig in findings]), '']
@@ -96,9 +97,9 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                 if s3['grad_gap'] is not None else 'Gradient identity: no success in the sample, nothing to compare.')
     md += ['## 15.3 Rejection sampling and expert iteration', '', identity, '',
            cols(['round', 'sample pass', 'kept', 'tasks solved', 'train', 'held-out', 'chapter (pass, kept, solved, train, held)'],
-                [(k, f"{r['rate']:.3f}", r['kept'], len(r['solved']), f"{s3['hist_rft'][k + 1][1]:.2f}", f"{s3['hist_rft'][k + 1][2]:.2f}",
+                [(k + 1, f"{r['rate']:.3f}", r['kept'], len(r['solved']), f"{s3['hist_rft'][k + 1][1]:.2f}", f"{s3['hist_rft'][k + 1][2]:.2f}",
                   ', '.join(str(x) for x in CH_RFT[k]) if k < len(CH_RFT) else '') for k, r in enumerate(s3['rounds'])], {6}), '',
-           f"Never solved by the weak base: {', '.join(s3['never_solved']) or 'none'}. First actions of kept episodes in round 0: "
+           f"Never solved by the weak base: {', '.join(s3['never_solved']) or 'none'}. First actions of kept episodes in round 1: "
            f"{', '.join(f'{a.strip()} ({n})' for a, n in s3['first_kept'])}"
            f"{chapter('chapter: edit swap_minmax 16, edit fix_range_end 16, read 10')}.", '']
     s4 = R['15.4']
@@ -129,7 +130,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            _table([f'step {last_dpo}', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
                   [(name, f"{r['train']:.2f}", f"{r['held']:.2f}", f"{r['invalid']:.2f}", f"{r['d_chosen']:+.2f}", f"{r['d_rejected']:+.2f}")
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
-           f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1"
+           f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 2"
            f"{chapter('chapter 21 of 84')}. "
            + (f"Group share raw {shares(by_family(s6['dedup']['share_raw'], groups))}; "
               f"deduplicated {shares(by_family(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']

@@ -20,12 +20,17 @@ A killed run continues with ``resume=True``: finished sections are loaded, not r
 final results equal an uninterrupted run's, because every random draw comes from a seeded
 generator and models are reloaded bit for bit. Resuming with another seed or config is refused,
 naming the keys that differ.
+
+One run per folder: constructing a ``Reproduction`` checks and reads but writes nothing; ``run()``
+first takes the folder (``session``: the lock of ``experiments/lock.py``), so a second run on a
+folder in use is refused at once, naming the PID that holds it, before it can touch the first's files.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...checkpoint import load_model, save_checkpoint
@@ -36,6 +41,7 @@ from ...render import collate
 from ...rollout import scripted_rollout
 from ...trajio import save_trajectories
 from .beyond import Beyond
+from ..lock import FolderLock
 from .config import Ch15Config, describe_differences, differences, effective
 from .envs import DEFAULT, get_env
 from .provenance import collect as collect_provenance
@@ -49,6 +55,9 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
 EXTENDED = ('beyond',)
 POLICY_ARCHS = ('tiny', 'gpt2', 'llama')
 """``agentrl reproduce --policy``: the TinyAgent, or a transformers GPT-2 / Llama of its shape (``hf.make_policy``)."""
+METHODS = {'15.1': 's15_1', '15.2': 's15_2', '15.3': 's15_3', '15.4': 's15_4', '15.5': 's15_5', '15.6': 's15_6',
+           'beyond': 'beyond'}
+"""Each section's method (``Sections``, ``Beyond``); each declares the sections it reads with ``@reads``."""
 TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
@@ -61,18 +70,56 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def read_results(path) -> dict:
-    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what to do."""
+RESUME_FIX = 'move it away to keep it, then run again without --resume (or with another --out) to start afresh'
+"""What ``reproduce --resume`` should do about a results.json it cannot read."""
+
+
+def read_results(path, fix: str = RESUME_FIX) -> dict:
+    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what it
+    is and what to do (``fix``: by default, what ``reproduce --resume`` should)."""
     path = Path(path)
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); move it away to keep it, '
-                         'then run again without --resume (or with another --out) to start afresh') from None
+        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); {fix}') from None
     if not isinstance(saved, dict) or not isinstance(saved.get('sections'), dict) or 'transcript' not in saved:
-        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); move it '
-                         'away, or use another --out')
+        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); {fix}')
     return saved
+
+
+def read_run(folder) -> dict:
+    """The ``results.json`` of a finished run folder, for the commands that read one (``agentrl claims``, ...):
+    ValueError naming what is wrong (no such folder, no results.json, a damaged one) and how to get a run there."""
+    folder = Path(folder)
+    make = f'`agentrl reproduce --out {folder}` writes one'
+    if not folder.is_dir():
+        raise ValueError(f'{folder} does not exist: give a run folder (`agentrl reproduce --out DIR` writes one)')
+    if not (folder / 'results.json').is_file():
+        raise ValueError(f'{folder} has no results.json, so it is not a run folder (or its run has not finished a '
+                         f'section yet); {make}')
+    return read_results(folder / 'results.json', fix=f'run the reproduction again to rewrite it ({make})')
+
+
+def dependencies(cls, sections) -> dict:
+    """Section -> the sections whose results it reads, from its method's ``@reads`` (``sections.reads``).
+
+    ValueError naming a section that has no method in ``METHODS`` or whose method declares nothing, at once, before
+    any work: ``--jobs`` could not schedule it, and a read it made would wait for a section nobody runs."""
+    out = {}
+    for section in sections:
+        name = METHODS.get(section)
+        if name is None:
+            raise ValueError(f'unknown section {section!r}; valid sections are {list(METHODS)}')
+        declared = getattr(getattr(cls, name), 'reads', None)
+        if declared is None:
+            raise ValueError(f'section {section} ({cls.__name__}.{name}) declares no reads: put @reads(...) above it, '
+                             'naming the sections whose results it reads (@reads() for none)')
+        unknown = [d for d in declared if d not in METHODS]
+        if unknown:
+            raise ValueError(f'section {section} declares reads of unknown sections {unknown}; valid sections are '
+                             f'{list(METHODS)}')
+        out[section] = declared
+    return out
 
 
 def check_seed(seed) -> None:
@@ -89,73 +136,106 @@ class Reproduction(Sections, Beyond):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to (default: the chapter's budgets with ``env``'s own). Checks every setting before any
         work: a bad one raises ValueError naming it. ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or
-        ``'gpt2'`` / ``'llama'`` (see ``_new_model``). ``env``: the environment, by its ``--env`` name (``envs.py``)."""
+        ``'gpt2'`` / ``'llama'`` (see ``_new_model``). ``env``: the environment, by its ``--env`` name (``envs.py``).
+        Writes nothing: ``run()`` takes the folder (``session``)."""
         check_seed(seed)
         self.env = get_env(env)
         """The environment (``envs.ChapterEnv``); ``self.env.env_id`` is what every recipe is given as ``env=``."""
-        self.wait_for = None
-        """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
         if policy not in POLICY_ARCHS:
             raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
         self.policy = policy
-        self.out, self.seed, self.log, self.progress = Path(out), seed, log, progress
+        self.out, self.seed, self.log, self.progress, self.resume = Path(out), seed, log, progress, resume
         self.cfg = config or Ch15Config.for_env(self.env)
+        self.sections = SECTIONS + (EXTENDED if extended else ())
+        self.depends = dependencies(type(self), self.sections)
+        """Section -> the sections it reads (its method's ``@reads``), for ``--jobs`` and for ``_after``."""
+        self.running = None
+        """The section ``run_section`` is running (``_after`` checks its reads against ``depends``)."""
+        self.wait_for = None
+        """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
+        self.ckpt = self.out / 'checkpoints'
+        self.models, self.data = {}, {}
+        self._lock, self._cleared = None, False
+        self._load_environment()
+        self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
+        """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
+        self.provenance = {**collect_provenance(overrides), **self.spread()}
+        self.results, self.timing, self.lines = {}, {}, {}
+        if resume and (self.out / 'results.json').exists():
+            self._load_saved()
+        self._record_setup()
+        self._play_demos()
+
+    def _load_environment(self):
+        """The environment's tasks, tokenizer and groups (what the settings are checked against)."""
         self.tasks = self.env.tasks('all')
         self.tok = self.env.tokenizer()
         self.train, self.heldout = self.env.tasks('train'), self.env.tasks('heldout')
         self.groups = self.env.groups()
-        self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
-        """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
-        self.provenance = collect_provenance(overrides)
-        self.provenance.update(self.spread())
-        self.sections = SECTIONS + (EXTENDED if extended else ())
-        self.ckpt = self.out / 'checkpoints'
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.results, self.timing, self.lines = {}, {}, {}
-        results_path = self.out / 'results.json'
-        if resume and results_path.exists():
-            saved = read_results(results_path)
-            if saved.get('env', DEFAULT) != self.env.name:
-                raise ValueError(f"{results_path} was written on another environment ({saved.get('env', DEFAULT)}, now "
-                                 f'{self.env.name}); resume with the same --env or use another --out')
-            if saved.get('seed') != seed:
-                raise ValueError(f'{results_path} was written with another seed (seed {saved.get("seed")}, now {seed}); '
-                                 'resume with the same settings or use another --out')
-            if saved['sections'].get('setup', {}).get('policy', 'tiny') != policy:
-                raise ValueError(f'{results_path} was written with another --policy; resume with the same one')
-            diffs = differences(saved.get('config'), self.config_record)
-            if diffs:
-                raise ValueError(f'{results_path} was written with another config: {describe_differences(diffs)}; '
-                                 'resume with the same settings or use another --out')
-            self.results = saved['sections']
-            self.lines = saved['transcript']
-            if (self.out / 'timing.json').exists():
-                self.timing = json.loads((self.out / 'timing.json').read_text())
-            before = saved.get('provenance')
-            if before:  # a resume by another process (other threads, commit, ...) keeps the earlier record
-                earlier = before.pop('earlier', [])
-                if before != self.provenance:
-                    self.provenance = {**self.provenance, 'earlier': earlier + [before]}
-                elif earlier:
-                    self.provenance = {**self.provenance, 'earlier': earlier}
-        elif not resume:  # a fresh run: nothing of an older run in this folder may survive into it
-            for stale in ('results.json', 'timing.json', 'transcript.txt'):
-                (self.out / stale).unlink(missing_ok=True)
-            for folder in (self.out / 'episodes', self.ckpt):
-                for f in folder.glob('*') if folder.is_dir() else []:
-                    f.unlink()
-        s = seed
-        self.models = {}
-        self.data = {}
-        self.lines['setup'] = []
-        self._say(f'vocab: {self.tok.vocab_size} | train tasks: {len(self.train)} | held-out tasks: {len(self.heldout)}',
-                  'setup')
-        self.results.setdefault('setup', {'vocab': self.tok.vocab_size, 'train_tasks': len(self.train),
-                                          'heldout_tasks': len(self.heldout), 'seed_shift': s})
-        if policy != 'tiny':
-            self.results['setup']['policy'] = policy
+
+    def _play_demos(self):
+        """The oracle's demo of every train task, and their batch (what 15.1, 15.2 and 15.6 train or score on)."""
         self.oracle_demos = [scripted_rollout(self.env.player('oracle'), self.env.make(), t, self.tok) for t in self.train]
         self.demo_batch = collate(self.oracle_demos, self.tok.pad_id)
+
+    def _load_saved(self):
+        """The finished sections of the run in ``out`` (for ``resume``): refused when written on another environment,
+        seed, policy or config (naming what differs); an earlier process's provenance is kept under ``earlier``."""
+        path = self.out / 'results.json'
+        saved = read_results(path)
+        if saved.get('env', DEFAULT) != self.env.name:
+            raise ValueError(f"{path} was written on another environment ({saved.get('env', DEFAULT)}, now "
+                             f'{self.env.name}); resume with the same --env or use another --out')
+        if saved.get('seed') != self.seed:
+            raise ValueError(f'{path} was written with another seed (seed {saved.get("seed")}, now {self.seed}); '
+                             'resume with the same settings or use another --out')
+        if saved['sections'].get('setup', {}).get('policy', 'tiny') != self.policy:
+            raise ValueError(f'{path} was written with another --policy; resume with the same one')
+        diffs = differences(saved.get('config'), self.config_record)
+        if diffs:
+            raise ValueError(f'{path} was written with another config: {describe_differences(diffs)}; '
+                             'resume with the same settings or use another --out')
+        self.results, self.lines = saved['sections'], saved['transcript']
+        if (self.out / 'timing.json').exists():
+            self.timing = json.loads((self.out / 'timing.json').read_text())
+        before = saved.get('provenance')
+        if before:  # a resume by another process (other threads, commit, ...) keeps the earlier record
+            earlier = before.pop('earlier', [])
+            if before != self.provenance:
+                self.provenance = {**self.provenance, 'earlier': earlier + [before]}
+            elif earlier:
+                self.provenance = {**self.provenance, 'earlier': earlier}
+
+    def _record_setup(self):
+        """The ``setup`` entry: its transcript line (echoed when the run starts) and, unless resumed, its results."""
+        self.lines['setup'] = [f'vocab: {self.tok.vocab_size} | train tasks: {len(self.train)} | held-out tasks: '
+                               f'{len(self.heldout)}']
+        self.results.setdefault('setup', {'vocab': self.tok.vocab_size, 'train_tasks': len(self.train),
+                                          'heldout_tasks': len(self.heldout), 'seed_shift': self.seed})
+        if self.policy != 'tiny':
+            self.results['setup']['policy'] = self.policy
+
+    @contextmanager
+    def session(self):
+        """Hold the run folder while writing it: take its lock (``FolderInUse`` at once if another run holds it, naming
+        the folder and that run's PID), and on a fresh run's first session delete what an older run left there.
+        Re-entrant: ``agentrl reproduce`` holds it around ``run()`` and the report."""
+        if self._lock is not None:
+            yield self
+            return
+        self._lock = FolderLock(self.out).acquire()
+        try:
+            if not self.resume and not self._cleared:  # nothing of an older run in this folder may survive into it
+                for stale in ('results.json', 'timing.json', 'transcript.txt'):
+                    (self.out / stale).unlink(missing_ok=True)
+                for folder in (self.out / 'episodes', self.ckpt):
+                    for f in folder.glob('*') if folder.is_dir() else []:
+                        f.unlink()
+                self._cleared = True
+            yield self
+        finally:
+            self._lock.release()
+            self._lock = None
 
     # --- helpers
     def _new_model(self):
@@ -197,8 +277,12 @@ class Reproduction(Sections, Beyond):
         return self.models[name]
 
     def _after(self, section):
-        """The results of ``section``, which this one reads (at its end: see ``parallel.DEPENDS``). With ``jobs=1``
-        it ran before; in a worker, wait until the parent has written it."""
+        """The results of ``section``, which the running one reads (at its end; declared by its ``@reads``). With
+        ``jobs=1`` it ran before; in a worker, wait until the parent has written it. A read the running section
+        does not declare raises at once (``--jobs`` would not have scheduled for it)."""
+        if self.running is not None and section not in self.depends[self.running]:
+            raise RuntimeError(f'section {self.running} reads section {section} but its @reads does not declare it: '
+                               f'add {section!r} to the @reads above {METHODS[self.running]}')
         if section not in self.results and self.wait_for is not None:
             self.results[section] = self.wait_for(section)
         return self.results[section]
@@ -223,13 +307,17 @@ class Reproduction(Sections, Beyond):
         return {'jobs': 1}
 
     def run(self):
-        """Run every unfinished section in order, in this process -> results dict keyed by section."""
-        self.run_here()
-        self.save_episodes()
+        """Run every unfinished section in order, in this process -> results dict keyed by section. Holds the folder
+        (``session``): a second run on it is refused at once."""
+        with self.session():
+            self.run_here()
+            self.save_episodes()
         return self.results
 
     def run_here(self, skip=()):
         """Run the unfinished sections in order, in this process, but those in ``skip``; a finished one echoes its lines."""
+        for line in self.lines['setup']:
+            self.log(line)
         for section in self.sections:
             if section in self.results:
                 for line in self.lines.get(section, []):
@@ -248,11 +336,13 @@ class Reproduction(Sections, Beyond):
 
     def run_section(self, section):
         """Run one section (its inputs done or, in a worker, awaited) -> (results, printed lines, seconds)."""
-        steps = {'15.1': self.s15_1, '15.2': self.s15_2, '15.3': self.s15_3, '15.4': self.s15_4,
-                 '15.5': self.s15_5, '15.6': self.s15_6, 'beyond': self.beyond}
         t0 = time.perf_counter()
         self.lines[section] = []
-        results = steps[section]()
+        self.running = section
+        try:
+            results = getattr(self, METHODS[section])()
+        finally:
+            self.running = None
         return results, self.lines[section], time.perf_counter() - t0
 
     def save_episodes(self, per_task: int = 2, names=None):

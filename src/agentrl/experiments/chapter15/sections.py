@@ -5,7 +5,8 @@ shifted by ``self.seed``, prints the notebook's lines (``self._say``), checkpoin
 sections need (``self._save``) and returns its figures (stored in ``results.json`` under its key).
 The helpers they use (``evaluate``, ``_describe``, ``_model``, ``_after``, ...) are
 ``Reproduction``'s (``reproduction.py``). A section reads another section's results only at its
-end, through ``_after`` (see ``parallel.DEPENDS``), so with ``--jobs`` it can start before them.
+end, through ``_after``, and declares which it reads with ``@reads`` above its method: ``--jobs``
+schedules by those declarations, so a section can start before the sections it reads.
 """
 from __future__ import annotations
 
@@ -26,11 +27,28 @@ from ...rollout import scripted_rollout
 from ...trajio import load_trajectories, save_trajectories
 from .probes import probe_labels
 
+KEPT_ROUND2 = 'rft_round2_kept.json'
+"""The episodes file (in ``episodes/``) of expert iteration's round 2's kept episodes: 15.3 writes it, 15.6
+deduplicates it. Rounds are numbered from 1 wherever people read them (transcript, report, figures, files)."""
+
+
+def reads(*sections):
+    """Declare the other sections whose results (or files) a section method reads, through ``_after``, at its end.
+
+    Every section method carries one (``@reads()``: none). ``--jobs`` schedules the sections by them
+    (``reproduction.dependencies``), and ``_after`` refuses a read its section does not declare, so a declaration
+    cannot drift from the reads it stands for."""
+    def declare(method):
+        method.reads = tuple(sections)
+        return method
+    return declare
+
 
 class Sections:
     """Sections 15.1-15.6 (``s15_1`` ... ``s15_6``) and the recipe helpers they share (``_pairs``, ``_train_dpo``, ``_rl``)."""
 
     # --- 15.1 trajectory SFT and the action mask
+    @reads()
     def s15_1(self):
         s, tok, batch = self.seed, self.tok, self.demo_batch
         torch.manual_seed(0 + s)
@@ -49,6 +67,7 @@ class Sections:
                 'log_vocab': float(torch.tensor(float(tok.vocab_size)).log())}
 
     # --- 15.2 warm start: format first, then skill
+    @reads()
     def s15_2(self):
         s, tok = self.seed, self.tok
         weak_play = [scripted_rollout(self.env.player(kind, seed=k + s), self.env.make(), t, tok)
@@ -77,6 +96,7 @@ class Sections:
                 'sft_losses': sft_losses, 'heldout_by_family': by_family}
 
     # --- 15.3 rejection sampling and expert iteration
+    @reads()
     def s15_3(self):
         s, tok, weak = self.seed, self.tok, self._model('weak')
 
@@ -114,16 +134,16 @@ class Sections:
                                     sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
                                     temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id):
             rounds.append(row)
-            k = row['round']
-            self._say(f"round {k}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
+            k = row['round']  # the recipe counts from 0 (results.json's lists too); people read rounds from 1
+            self._say(f"round {k + 1}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
                       f"{len(row['solved']):>2}/{len(self.train)} -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
         self._save('rft', rft)
         d_rft = self._describe(rft, 'after RFT', '15.3')
         never = sorted({t.name for t in self.train} - set(rounds[0]['solved']))
         self._say(f'tasks never solved by the weak base: {never}', '15.3')
         first = Counter(t.info['actions'][0] for t in rounds[0]['kept']).most_common(3)
-        self._say(f'first action of kept episodes, round 0: {first}', '15.3')
-        save_trajectories(self.out / 'episodes' / 'rft_round1_kept.json', rounds[1]['kept'])
+        self._say(f'first action of kept episodes, round 1: {first}', '15.3')
+        save_trajectories(self.out / 'episodes' / KEPT_ROUND2, rounds[1]['kept'])
         return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale, 'grad_gap': gap,
                 'cosine': cosine, 'rounds': [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
                                               'first_actions': dict(r['first_actions'])} for r in rounds],
@@ -153,6 +173,7 @@ class Sections:
                         every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor)
         return policy, log, monitor
 
+    @reads()
     def s15_4(self):
         zero = torch.zeros(1)
         values = []
@@ -177,9 +198,10 @@ class Sections:
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
                         entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id)
 
+    @reads('15.2', '15.3')
     def s15_5(self):
         s = self.seed
-        hist_sft = [tuple(x) for x in self.results['15.2']['hist_sft']]
+        hist_sft = [tuple(x) for x in self._after('15.2')['hist_sft']]
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
         n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
@@ -188,7 +210,7 @@ class Sections:
         rl_only = copy.deepcopy(self._model('weak'))
         hist_rl = self._rl(rl_only, c.rl_only_steps)
         self._save('rl_only', rl_only)
-        hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: see parallel.DEPENDS
+        hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: the section may run beside 15.3
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
         for name, hist in recipes.items():
             self._say(f'{name:<13}' + ' '.join(f'{k:>3}:{a:.2f}/{b:.2f}' for k, a, b in hist), '15.5')
@@ -205,6 +227,7 @@ class Sections:
                 'reads_first': roads}
 
     # --- 15.6 design questions in practice
+    @reads('15.3', '15.4')
     def s15_6(self):
         s, tok = self.seed, self.tok
         probes = {}
@@ -236,7 +259,7 @@ class Sections:
             return {'public': sum(t.reward for t in trajs) / len(trajs),
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
-        # trained before the lines that read 15.4's log and 15.3's kept episodes (see parallel.DEPENDS), printed after;
+        # trained before the lines that read 15.4's log and 15.3's kept episodes (@reads above), printed after;
         # an environment with no public check has no filter to game (its claims do not apply)
         hack_rows = []
         if self.env.public_check():
@@ -252,20 +275,23 @@ class Sections:
                       f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
 
         self._after('15.3')  # it wrote the kept episodes
-        kept1 = load_trajectories(self.out / 'episodes' / 'rft_round1_kept.json')
-        unique = dedup_by_actions(kept1)
-        self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
-        self._say(f'family share, raw:     {family_share(kept1, self.groups)}', '15.6')
+        kept_file = self.out / 'episodes' / KEPT_ROUND2
+        if not kept_file.exists():  # 15.3 finished by an earlier version, which named the file by the round's index
+            kept_file = kept_file.with_name('rft_round1_kept.json')
+        kept_r2 = load_trajectories(kept_file)
+        unique = dedup_by_actions(kept_r2)
+        self._say(f'kept {len(kept_r2)} episodes, {len(unique)} distinct action sequences', '15.6')
+        self._say(f'family share, raw:     {family_share(kept_r2, self.groups)}', '15.6')
         self._say(f'family share, deduped: {family_share(unique, self.groups)}', '15.6')
 
         for row in hack_rows:
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
-            self._say(f"round {k}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
+            self._say(f"round {k + 1}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
-                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1, self.groups),
+                'dedup': {'kept': len(kept_r2), 'distinct': len(unique), 'share_raw': family_share(kept_r2, self.groups),
                           'share_deduped': family_share(unique, self.groups)},
                 'hacking': hack_log}

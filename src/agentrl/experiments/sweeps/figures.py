@@ -35,7 +35,7 @@ def recipe_curves(figs: dict) -> tuple:
 def draw_ci_figure(sweep: dict, path: Path) -> Path:
     """Figure 15.3 of a sweep: mean curves with 95% CI bands."""
     results, bands = recipe_curves(sweep['figures'])
-    return fig_recipes(results, path, bands=bands)
+    return fig_recipes(results, path, bands=bands, cold_start=(sweep.get('config') or {}).get('cold_start_step'))
 
 
 VARIANT_COLORS = ('#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f')

@@ -24,18 +24,21 @@ use) in ``backends.py``, what is written at the end in ``summary.py``, the stati
 ``stats.py``, ``sweep.md`` in ``sweep_report.py``. Faults: a seed whose job raises or whose
 worker dies is reported and retried once, resuming from its finished sections; a second failure
 marks it failed and the sweep goes on and aggregates the others (exit status 1). ``--resume`` skips seeds whose folder already holds
-every section, resumes partial ones, and refuses folders written with another config.
+every section, resumes partial ones, and refuses folders written with another config. A sweep holds ``DIR`` (and
+each seed's run its seed folder) with ``experiments/lock.py``'s lock: a second sweep on it is refused at once.
 """
 from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 from ..chapter15.config import add_setting_args
 from ..chapter15.envs import DEFAULT
 from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
-from .backends import SECTIONS  # noqa: F401 (read as globals()['SECTIONS'] in run_sweep)
+from .backends import SECTIONS
 from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
 from .summary import summarize_sweep, write_grid
 
@@ -106,134 +109,182 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     ``extended`` runs ``reproduce --extended`` per seed (the chapter plus its exercises). ``threads``: torch
     threads per seed (default 1); the same seed gives the same figures at the same thread count, and
     another count rounds differently (a check of how robust a finding is to float rounding). ``env``: the
-    environment every seed runs on (its ``--env`` name; its budgets are the default config's).
+    environment every seed runs on (its ``--env`` name; its budgets are the default config's). The sweep holds
+    ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once.
     """
-    from dataclasses import asdict
-
     from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..chapter15.config import Ch15Config
-    from ..chapter15.reproduction import TITLES
-    from .backends import LocalBackend, RayBackend, faults_from_env
-
+    from ..lock import FolderLock
     console = console or Console()
     out = Path(out).resolve()
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f'threads must be a positive int, got {threads!r}')
     seeds = sorted(set(seeds))
-    from ..chapter15.envs import get_env
-    variants = plan(out, config or (Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env))), overrides, grid, env)
+    variants = plan(out, config or _default_config(smoke, env), overrides, grid, env)
     if resume:
         check_resume(variants, seeds, threads, env)
-    out.mkdir(parents=True, exist_ok=True)
-    asked, workers = workers, workers or max(1, (os.cpu_count() or 1) // threads)
-    SECTIONS = globals()['SECTIONS'] + (('beyond',) if extended else ())  # noqa: N806 (this sweep's sections)
-    faults = faults_from_env()
-    jobs = [(v, s) for v in range(len(variants)) for s in seeds]
-    label = {(v, s): (f"{variants[v]['name']} seed {s}" if variants[v]['name'] else f'seed {s}') for v, s in jobs}
-    runs = {j: {'status': 'queued', 'attempts': 0, 'seconds': 0.0, 'wall_seconds': 0.0, 'errors': []} for j in jobs}
-    failures = {v: [] for v in range(len(variants))}
+    sections = SECTIONS + (('beyond',) if extended else ())
+    workers_given, workers = workers, workers or max(1, (os.cpu_count() or 1) // threads)
+    with FolderLock(out):
+        runs = SeedRuns(variants, seeds, sections, resume)
+        t_start = time.perf_counter()
+        with _thread_env(threads), _backend(backend, workers, address, workers_given, len(runs.jobs), threads) as be:
+            runs.run(be, console, poll, extended, threads, env)
+        wall = time.perf_counter() - t_start
+        sweeps = {var['name']: summarize_sweep(var['folder'], seeds, runs.of_variant(v), runs.failures[v],
+                                               config=var['record'], smoke=smoke, backend=backend, workers=workers,
+                                               wall=wall, overrides=var['overrides'], variant=var['name'],
+                                               threads=threads, env=env)
+                  for v, var in enumerate(variants)}
+        return sweeps[None] if not grid else write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
 
-    todo = []
-    for v, s in jobs:
-        folder = variants[v]['folder']
-        done = finished_sections(folder, s, variants[v]['record'], SECTIONS) if resume else []
-        if resume and len(done) == len(SECTIONS) and (seed_dir(folder, s) / 'transcript.txt').exists():
-            timing = read_results(seed_dir(folder, s) / 'timing.json') or {}
-            runs[v, s].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
-        else:
-            todo.append((v, s))
 
-    saved_env = {v: os.environ.get(v) for v in THREAD_ENV}
-    os.environ.update({v: str(threads) for v in THREAD_ENV})  # inherited by spawned workers / a local ray instance
-    t_start = time.perf_counter()
-    be = None
-    old_term = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
+def _default_config(smoke: bool, env: str):
+    """The smoke preset, or the chapter's budgets with the environment's own."""
+    from ..chapter15.config import Ch15Config
+    from ..chapter15.envs import get_env
+    return Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env))
+
+
+@contextmanager
+def _thread_env(threads: int):
+    """``THREAD_ENV`` set to ``threads`` while the sweep runs (inherited by spawned workers and a local ray), then restored."""
+    saved = {v: os.environ.get(v) for v in THREAD_ENV}
+    os.environ.update({v: str(threads) for v in THREAD_ENV})
     try:
-        if backend == 'ray':
-            # on a cluster, ray schedules every seed unless --workers caps how many are in flight
-            be = RayBackend(workers, address, limit=(asked or len(jobs)) if address else workers, threads=threads)
-        elif backend == 'local':
-            be = LocalBackend(workers)
-        else:
-            raise ValueError(f'unknown backend {backend!r} (local or ray)')
-        poller = Poller(SECTIONS)
-        with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=24),
-                      TextColumn('{task.completed}/{task.total}'), TextColumn('{task.fields[status]}'),
-                      TimeElapsedColumn(), console=console, transient=False) as bar:
-            ids = {j: bar.add_task(label[j], total=len(SECTIONS), status=runs[j]['status'], start=False) for j in jobs}
-            for j in jobs:
-                if runs[j]['status'] == 'skipped':
-                    bar.update(ids[j], completed=len(SECTIONS), status='[dim]skipped: already complete[/dim]')
-            pending = [(j, 1) for j in todo]
-            inflight = {}
-
-            def launch(job, attempt):
-                (v, seed), again = job, attempt > 1
-                runs[job]['attempts'] = attempt
-                runs[job]['status'] = 'running'
-                var = variants[v]
-                h = be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), resume or again, attempt,
-                              faults.get(seed), extended, var['overrides'], threads, env)
-                inflight[h] = (job, attempt, time.perf_counter())
-                bar.start_task(ids[job])
-                bar.update(ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
-
-            while pending or inflight:
-                while pending and len(inflight) < be.limit:
-                    launch(*pending.pop(0))
-                for h in be.wait(list(inflight), poll):
-                    job, attempt, t0 = inflight.pop(h)
-                    runs[job]['wall_seconds'] = round(runs[job]['wall_seconds'] + time.perf_counter() - t0, 2)
-                    try:
-                        res = be.result(h)
-                    except Exception as e:  # the job raised or its worker died: report, retry once (resuming)
-                        msg = f'{type(e).__name__}: {e}'
-                        runs[job]['errors'].append({'attempt': attempt, 'error': msg})
-                        failures[job[0]].append({'seed': job[1], 'attempt': attempt, 'error': msg})
-                        if attempt < MAX_ATTEMPTS:
-                            console.print(f'[yellow]{label[job]}: attempt {attempt} failed ({escape(msg)}); retrying, '
-                                          f'resuming from its finished sections[/yellow]')
-                            pending.insert(0, (job, attempt + 1))
-                            runs[job]['status'] = 'retrying'
-                        else:
-                            console.print(f'[red]{label[job]}: attempt {attempt} failed again ({escape(msg)}); giving up on it[/red]')
-                            runs[job]['status'] = 'failed'
-                            bar.update(ids[job], status='[red]FAILED[/red]')
-                        continue
-                    runs[job].update(status='ok', seconds=res['seconds'], pid=res['pid'],
-                                     resumed_sections=res['resumed_sections'], torch_threads=res['threads'])
-                    bar.update(ids[job], completed=len(SECTIONS),
-                               status=f"[green]done[/green] in {res['seconds']:.0f} s" + (f' (attempt {attempt})' if attempt > 1 else ''))
-                for h, (job, attempt, _) in inflight.items():
-                    done = poller.done(variants[job[0]]['folder'], job[1])
-                    cur = next((s for s in SECTIONS if s not in done), None)
-                    text = f'{cur} {TITLES[cur]}' if cur else 'saving episodes'
-                    bar.update(ids[job], completed=len(done), status=text + (f' [yellow](attempt {attempt})[/yellow]' if attempt > 1 else ''))
-                for job, _ in pending:
-                    if runs[job]['status'] == 'retrying':
-                        bar.update(ids[job], status='[yellow]waiting to retry[/yellow]')
+        yield
     finally:
-        if be is not None:
-            be.close()
-        restore_sigterm(old_term)
-        for v, old in saved_env.items():
+        for v, old in saved.items():
             if old is None:
                 os.environ.pop(v, None)
             else:
                 os.environ[v] = old
-    wall = time.perf_counter() - t_start
-    sweeps = {}
-    for v, var in enumerate(variants):
-        sweeps[var['name']] = summarize_sweep(var['folder'], seeds, {s: runs[v, s] for s in seeds}, failures[v],
-                                              config=var['record'], smoke=smoke, backend=backend, workers=workers,
-                                              wall=wall, overrides=var['overrides'], variant=var['name'], threads=threads,
-                                              env=env)
-    if not grid:
-        return sweeps[None]
-    return write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
+
+
+@contextmanager
+def _backend(name: str, workers: int, address, workers_given, n_jobs: int, threads: int):
+    """The backend the seeds run on (``local`` or ``ray``), closed at the end; SIGTERM ends its workers too."""
+    from .backends import LocalBackend, RayBackend
+    be = None
+    old_term = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
+    try:
+        if name == 'ray':
+            # on a cluster, ray schedules every seed unless --workers caps how many are in flight
+            be = RayBackend(workers, address, limit=(workers_given or n_jobs) if address else workers, threads=threads)
+        elif name == 'local':
+            be = LocalBackend(workers)
+        else:
+            raise ValueError(f'unknown backend {name!r} (local or ray)')
+        yield be
+    finally:
+        if be is not None:
+            be.close()
+        restore_sigterm(old_term)
+
+
+class SeedRuns:
+    """The state of every (variant, seed) job of a sweep: queued, skipped (``--resume``), running, retried, done or
+    failed; ``run`` drives them on a backend, with a progress bar per job."""
+
+    def __init__(self, variants: list, seeds: list, sections: tuple, resume: bool):
+        self.variants, self.seeds, self.sections, self.resume = variants, seeds, sections, resume
+        self.jobs = [(v, s) for v in range(len(variants)) for s in seeds]
+        self.label = {(v, s): (f"{variants[v]['name']} seed {s}" if variants[v]['name'] else f'seed {s}') for v, s in self.jobs}
+        self.state = {j: {'status': 'queued', 'attempts': 0, 'seconds': 0.0, 'wall_seconds': 0.0, 'errors': []}
+                      for j in self.jobs}
+        self.failures = {v: [] for v in range(len(variants))}
+        self.todo = [j for j in self.jobs if not self._skip_if_done(j)]
+
+    def of_variant(self, v: int) -> dict:
+        """Seed -> its run record, for variant ``v``."""
+        return {s: self.state[v, s] for s in self.seeds}
+
+    def _skip_if_done(self, job) -> bool:
+        """With ``--resume``, mark a seed whose folder holds every section (and its transcript) skipped -> skipped?"""
+        v, s = job
+        folder = self.variants[v]['folder']
+        if not self.resume or len(finished_sections(folder, s, self.variants[v]['record'], self.sections)) < len(self.sections) \
+                or not (seed_dir(folder, s) / 'transcript.txt').exists():
+            return False
+        timing = read_results(seed_dir(folder, s) / 'timing.json') or {}
+        self.state[job].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
+        return True
+
+    def run(self, be, console, poll: float, extended: bool, threads: int, env: str) -> None:
+        """Run the jobs ``todo`` on the backend ``be``, at most ``be.limit`` at a time, retrying a failed one once."""
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from .backends import faults_from_env
+        self.be, self.console, self.faults = be, console, faults_from_env()
+        self.args = (extended, threads, env)
+        poller = Poller(self.sections)
+        with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=24),
+                      TextColumn('{task.completed}/{task.total}'), TextColumn('{task.fields[status]}'),
+                      TimeElapsedColumn(), console=console, transient=False) as self.bar:
+            n = len(self.sections)
+            self.ids = {j: self.bar.add_task(self.label[j], total=n, status=self.state[j]['status'], start=False)
+                        for j in self.jobs}
+            for j in self.jobs:
+                if self.state[j]['status'] == 'skipped':
+                    self.bar.update(self.ids[j], completed=n, status='[dim]skipped: already complete[/dim]')
+            self.pending, self.inflight = [(j, 1) for j in self.todo], {}
+            while self.pending or self.inflight:
+                while self.pending and len(self.inflight) < be.limit:
+                    self._launch(*self.pending.pop(0))
+                for h in be.wait(list(self.inflight), poll):
+                    self._collect(h)
+                self._show_progress(poller)
+
+    def _launch(self, job, attempt: int) -> None:
+        (v, seed), again = job, attempt > 1
+        self.state[job].update(attempts=attempt, status='running')
+        var = self.variants[v]
+        extended, threads, env = self.args
+        h = self.be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), self.resume or again, attempt,
+                           self.faults.get(seed), extended, var['overrides'], threads, env)
+        self.inflight[h] = (job, attempt, time.perf_counter())
+        self.bar.start_task(self.ids[job])
+        self.bar.update(self.ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
+
+    def _collect(self, h) -> None:
+        """A finished job: record its result, or report its failure and retry it once (resuming)."""
+        from rich.markup import escape
+        job, attempt, t0 = self.inflight.pop(h)
+        run = self.state[job]
+        run['wall_seconds'] = round(run['wall_seconds'] + time.perf_counter() - t0, 2)
+        try:
+            res = self.be.result(h)
+        except Exception as e:  # the job raised or its worker died: report, retry once (resuming)
+            msg = f'{type(e).__name__}: {e}'
+            run['errors'].append({'attempt': attempt, 'error': msg})
+            self.failures[job[0]].append({'seed': job[1], 'attempt': attempt, 'error': msg})
+            if attempt < MAX_ATTEMPTS:
+                self.console.print(f'[yellow]{self.label[job]}: attempt {attempt} failed ({escape(msg)}); retrying, '
+                                   f'resuming from its finished sections[/yellow]')
+                self.pending.insert(0, (job, attempt + 1))
+                run['status'] = 'retrying'
+            else:
+                self.console.print(f'[red]{self.label[job]}: attempt {attempt} failed again ({escape(msg)}); giving up on it[/red]')
+                run['status'] = 'failed'
+                self.bar.update(self.ids[job], status='[red]FAILED[/red]')
+            return
+        run.update(status='ok', seconds=res['seconds'], pid=res['pid'], resumed_sections=res['resumed_sections'],
+                   torch_threads=res['threads'])
+        self.bar.update(self.ids[job], completed=len(self.sections), status=f"[green]done[/green] in {res['seconds']:.0f} s"
+                        + (f' (attempt {attempt})' if attempt > 1 else ''))
+
+    def _show_progress(self, poller) -> None:
+        """Each running job's bar at its finished sections, named by the section it runs."""
+        from ..chapter15.reproduction import TITLES
+        for job, attempt, _ in self.inflight.values():
+            done = poller.done(self.variants[job[0]]['folder'], job[1])
+            cur = next((s for s in self.sections if s not in done), None)
+            text = f'{cur} {TITLES[cur]}' if cur else 'saving episodes'
+            self.bar.update(self.ids[job], completed=len(done),
+                            status=text + (f' [yellow](attempt {attempt})[/yellow]' if attempt > 1 else ''))
+        for job, _ in self.pending:
+            if self.state[job]['status'] == 'retrying':
+                self.bar.update(self.ids[job], status='[yellow]waiting to retry[/yellow]')
 
 
 # --- command line

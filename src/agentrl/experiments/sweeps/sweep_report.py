@@ -87,7 +87,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
     rft_rows, k = [], 0
     while _stat(sweep, f'15.3/rounds/{k}/rate'):
         c = CH_RFT[k] if k < len(CH_RFT) else ('—',) * 5
-        rft_rows.append((k, f"{S(f'15.3/rounds/{k}/rate', 3)}{P(c[0])}", f"{S(f'15.3/rounds/{k}/kept', 1)}{P(c[1])}",
+        rft_rows.append((k + 1, f"{S(f'15.3/rounds/{k}/rate', 3)}{P(c[0])}", f"{S(f'15.3/rounds/{k}/kept', 1)}{P(c[1])}",
                          f"{S(f'15.3/rounds/{k}/n_solved', 1)}{P(c[2])}", f"{S(f'15.3/hist_rft/{k + 1}/1')}{P(c[3])}",
                          f"{S(f'15.3/hist_rft/{k + 1}/2')}{P(c[4])}"))
         k += 1
@@ -145,7 +145,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
            table(['final DPO step', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected', *(['chapter'] if ch else [])],
                  nll_rows), '',
            f"Dedup: {S('15.6/dedup/distinct', 1)} distinct action sequences among {S('15.6/dedup/kept', 1)} kept episodes of RFT "
-           f"round 1{P('chapter 21 of 84')}.", '',
+           f"round 2{P('chapter 21 of 84')}.", '',
            table(['public-filter round', 'kept', 'fail hidden tests', 'hack share', 'public pass', 'hidden pass'], hack_rows), '']
     return '\n'.join(md + _runs_md(sweep))
 
