@@ -56,6 +56,9 @@ class GameSpec:
     invalid: Callable | None = None
     """``invalid(reply, reward, game_over) -> bool``: the game's invalid-move signal, where the library's own
     (``AdaptedEnv._play``) does not say it."""
+    texts: tuple = ()
+    """Text the game can show beyond what its scripted players see (its refusals, every number's forms): a
+    word-level vocabulary built with ``build_tokenizer(tasks, env=factory, texts=factory.spec.texts)`` covers it."""
     checks: Callable | None = None
     """``checks(game_reward, reply) -> (hidden_pass, public_pass)`` at the end of a game: whether it was won, and
     a weaker check an exploit can pass; with it the environment takes ``reward='public'``, which pays the
@@ -91,6 +94,22 @@ def resolve_spec(library: str, env_id: str, kwargs: dict, defaults: dict, explic
 def game_factory(env_class: type, spec: GameSpec):
     """The factory of a game: a ``CheckedGameFactory`` (it takes ``reward=``) when the game has ``checks``."""
     return (CheckedGameFactory if spec.checks is not None else GameFactory)(env_class, spec)
+
+
+def probe_texts(env, call_sequences, seeds=range(2)) -> tuple:
+    """Every prompt and reply of ``env`` (a built ``AdaptedEnv``) over some fixed ``call_sequences`` on ``seeds``:
+    the text a game shows for calls its scripted players never make (its refusals), for ``GameSpec.texts``."""
+    texts = []
+    for seed in seeds:
+        for calls in call_sequences:
+            prompt, _ = env.reset(seed=seed)
+            texts.append(prompt)
+            for call in calls:
+                reply, _, terminated, truncated, _ = env.step(call)
+                texts.append(reply)
+                if terminated or truncated:
+                    break
+    return tuple(dict.fromkeys(texts))
 
 
 class GameFactory:

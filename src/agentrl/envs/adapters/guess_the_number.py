@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from ..play import ScriptedPlayer
+from .adapted import probe_texts
 
 RANGE = re.compile(r'between (\d+) and (\d+)')
 HINT = re.compile(r'you guessed (\d+), and the target number is (higher|lower) than')
@@ -85,6 +86,11 @@ def players(kind: str, seed: int = 0) -> Guesser:
     return Guesser(kind, seed)
 
 
+def probe_calls(low: int, high: int) -> list:
+    """Call sequences that show the game's refusals: out of range, a repeat, no number."""
+    return [[call(high + 1), call(low), call(low), 'guess']]
+
+
 def gem_settings(env) -> dict:
     """The ``GameSpec`` fields of a GEM Guess The Number game (``env``: a built ``GemEnv``).
 
@@ -92,8 +98,10 @@ def gem_settings(env) -> dict:
     its stop token and a wrapped reply of at most ``REPLY_WORDS`` words."""
     prompt, _ = env.reset(seed=0)
     game = env.game
-    turns = int(game.max_turns)
+    turns, low, high = int(game.max_turns), int(game.min_number), int(game.max_number)
+    forms = ' '.join(f'{n} {n}, {n}. {call(n)}.' for n in range(low, high + 2))  # a number as prompts and replies write it
     return {'max_turns': turns, 'max_call_tokens': 2, 'players': players, 'kinds': ('oracle', 'random', 'blind'),
             'example_calls': tuple(call(n) for n in range(game.min_number, game.max_number + 1)),
             'invalid': refused, 'checks': checks, 'prefix': 'guess',
+            'texts': (*probe_texts(env, probe_calls(low, high)), forms),
             'max_tokens': 1 + len(prompt.split()) + turns * (2 + REPLY_WORDS + 2)}

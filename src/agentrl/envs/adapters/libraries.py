@@ -23,14 +23,14 @@ def import_isolated(library: str):
     if library not in EXTRAS:
         raise ValueError(f'unknown library {library!r}; valid libraries are {list(EXTRAS)}')
     module, package = EXTRAS[library]
-    if module in sys.modules:
+    if sys.modules.get(module) is not None:
         return sys.modules[module]
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
         with game_call(library, GameRandomness(0)):
             return importlib.import_module(module)
-    except ModuleNotFoundError as e:
+    except ImportError as e:
         raise ImportError(f"the {library} adapter needs the {package!r} package: pip install 'agentrl[{library}]' "
                           f'({e})') from None
     finally:

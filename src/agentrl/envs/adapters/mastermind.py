@@ -22,6 +22,7 @@ import itertools
 import re
 
 from ..play import ScriptedPlayer
+from .adapted import probe_texts
 
 SHAPE = re.compile(r'(\d+) digits long, each digit from 1 to (\d+), (with possible repeats|with no duplicates)')
 FEEDBACK = re.compile(r'Submitted \[([\d ]+)\]\. Feedback: (\d+) black peg\(s\), (\d+) white peg\(s\)')
@@ -96,6 +97,13 @@ def players(kind: str, seed: int = 0) -> Codebreaker:
     return Codebreaker(kind, seed)
 
 
+def probe_calls(length: int, digits: int) -> list:
+    """Call sequences that show the game's refusals: no brackets, a digit twice, out of range, too short, a repeat."""
+    first = list(range(1, length + 1))
+    return [['guess', 'guess'], [call([1] * length), call([digits + 1] * length)], [call(first[:-1]), call(first)],
+            [call(first), call(first), call(first)]]
+
+
 def textarena_settings(env) -> dict:
     """The ``GameSpec`` fields of a TextArena Mastermind game (``env``: a built, dealt ``TextArenaEnv``).
 
@@ -103,11 +111,13 @@ def textarena_settings(env) -> dict:
     with theirs, and the final reason."""
     prompt = env.reset(seed=0)[0]
     game = env.game
-    length, turns = int(game.code_length), int(game.max_turns)
+    length, turns, digits = int(game.code_length), int(game.max_turns), int(game.num_numbers)
     call_tokens = length + 1  # '[2', '1', '4]' and the stop token
+    forms = ' '.join(f'[{d}, {d}, {d}]. {d}/{length}' for d in range(1, digits + 1))  # a repeat's reply lists the guess
     return {'max_call_tokens': call_tokens, 'players': players, 'kinds': ('oracle', 'random', 'blind'),
             'example_calls': tuple(call(c) for c in codes(length, int(game.num_numbers),
                                                              bool(game.duplicate_numbers))[:64]),
             'checks': checks, 'prefix': 'mastermind',
+            'texts': (*probe_texts(env, probe_calls(length, digits)), forms),
             'max_tokens': (1 + len(prompt.split()) + (turns + 1) * (call_tokens + 2 + FEEDBACK_WORDS)
                            + 2 * (call_tokens + 2 + REFUSAL_WORDS) + END_WORDS)}
