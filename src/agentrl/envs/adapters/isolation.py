@@ -15,6 +15,7 @@ a network error from deep inside it, and nothing leaves the machine.
 from __future__ import annotations
 
 import random
+import re
 import socket
 import sys
 from contextlib import contextmanager
@@ -65,21 +66,25 @@ def offline(game: str):
     only checked for updates) goes on."""
     attempts = []
 
-    def refuse(*args, **kwargs):
-        attempts.append(args[1:2] or args[:1])
-        raise OSError(f'agentrl runs {game} offline: no network connection')
+    def refuser(where: int):
+        def refuse(*args, **kwargs):  # where: the argument that names the address
+            attempts.append(args[where] if len(args) > where else '?')
+            raise OSError(f'agentrl runs {game} offline: no network connection')
+        return refuse
 
     saved = (socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection)
-    socket.socket.connect = socket.socket.connect_ex = refuse
-    socket.getaddrinfo = socket.create_connection = refuse
+    socket.socket.connect = socket.socket.connect_ex = refuser(1)  # (self, address)
+    socket.getaddrinfo = socket.create_connection = refuser(0)  # (host, ...) / (address, ...)
     try:
         yield attempts
     except Exception as e:
         if attempts:
+            said = ' '.join(re.sub(r'\x1b\[[0-9;]*m', '', str(e)).replace('*', ' ').split())  # one line, no colours
             raise OfflineGameError(
                 f'{game} needs data from the network (it tried to reach {attempts[0]!r}: it downloads data at first '
                 f'use, such as a word list) and agentrl runs games offline: choose a game that ships its data, or '
-                f'install the data beforehand the way its library documents ({type(e).__name__}: {e})') from e
+                f'install the data beforehand the way its library documents ({type(e).__name__}: '
+                f'{said[:120]}{"..." if len(said) > 120 else ""})') from e
         raise
     finally:
         socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection = saved
