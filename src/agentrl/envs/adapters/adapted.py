@@ -27,7 +27,7 @@ from typing import Callable
 
 from ..protocol import REWARD_MODES, task_group, task_name
 from .isolation import GameRandomness, game_call
-from .seeds import SeedTask, task_seed
+from .seeds import SeedTask, seed_tasks, task_seed
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,6 @@ class GameFactory:
 
     def tasks(self, seeds) -> list:
         """One ``SeedTask`` per seed, named ``'<prefix>/<seed>'``."""
-        from .seeds import seed_tasks
         return seed_tasks(self.spec.prefix, seeds)
 
     def __repr__(self):

@@ -14,8 +14,10 @@ The players read the range from the prompt and the hints from the replies, as a 
 
 - ``oracle``: binary search, the middle of what the hints leave; finds the number within
   ``ceil(log2(max - min + 2))`` guesses, so within the game's turns on every seed of the easy and hard games;
-- ``random``: a uniformly random number among those the hints leave (finds it, slowly: a weak player);
-- ``blind``: a uniformly random number of the whole range each turn, ignoring the hints (repeats are refused).
+- ``random``: a uniformly random number of the range it has not guessed, ignoring the hints (well-formed,
+  unskilled: a weak player);
+- ``blind``: a uniformly random number of the range each turn, ignoring the hints and its guesses (a repeat
+  is refused).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class Guesser(ScriptedPlayer):
         self.rng = self.episode_rng(task_name)
         self.lo = self.hi = None
         self.low, self.high = None, None
+        self.guessed = set()
 
     def __call__(self, observation: str) -> str:
         found = RANGE.search(observation)
@@ -73,12 +76,15 @@ class Guesser(ScriptedPlayer):
                 self.hi = min(self.hi, guess - 1)
         if self.lo is None:  # no range seen: a guess all the same
             return call(1)
-        lo, hi = self.lo, max(self.lo, self.hi)
         if self.kind == 'oracle':
-            return call((lo + hi) // 2)
-        if self.kind == 'random':
-            return call(self.rng.randint(lo, hi))
-        return call(self.rng.randint(self.low, self.high))  # blind
+            guess = (self.lo + max(self.lo, self.hi)) // 2
+        elif self.kind == 'random':
+            fresh = [n for n in range(self.low, self.high + 1) if n not in self.guessed] or [self.low]
+            guess = fresh[self.rng.randrange(len(fresh))]
+        else:  # blind
+            guess = self.rng.randint(self.low, self.high)
+        self.guessed.add(guess)
+        return call(guess)
 
 
 def players(kind: str, seed: int = 0) -> Guesser:

@@ -1,8 +1,10 @@
 """The chapter on a game from another library: GEM's Guess The Number, as ``agentrl reproduce --env guess`` runs it.
 
-``GUESS`` is a ``ChapterEnv`` (see ``envs``) whose environment is ``from_gem('game:GuessTheNumber-v0-easy')``:
-a number from 1 to 10 to find in 4 guesses written ``\\boxed{7}``, with GEM's rewards (1 found, partial
-credit when the turns run out, -0.1 for a call it cannot parse). Its tasks are seeds, train and held-out
+``GUESS`` is a ``ChapterEnv`` (see ``envs``) whose environment is ``from_gem('game:GuessTheNumber-v0-hard')``:
+a number from 1 to 50 to find in 7 guesses written ``\\boxed{27}``, with GEM's rewards (1 found, partial
+credit when the turns run out, -0.1 for a call it cannot parse). Binary search finds every number within
+6 guesses; guesses that ignore the hints find one in 7 about one time in 7, so the skill is reading the
+replies, as in the chapter's gyms. Its tasks are seeds, train and held-out
 on disjoint seeds; its scripted players are the adapter's (binary search, and two weak ones); its
 vocabulary is built from their play plus the game's refusals (``GameSpec.texts``). It needs the
 ``agentrl[gem]`` extra: the factory is built on first use, so importing this module does not import GEM.
@@ -16,13 +18,13 @@ from ...envs.adapters import seed_splits
 from ...tokenizer import build_tokenizer
 from .envs import SPLITS, ChapterEnv
 
-GAME = 'game:GuessTheNumber-v0-easy'
+GAME = 'game:GuessTheNumber-v0-hard'
 N_TRAIN, N_HELDOUT = 24, 12
-"""Seeds 0-23 train, 24-35 are held out (the game hides one of 10 numbers: held-out games are new seeds, with
-their own example in the prompt, of the same numbers)."""
-BUDGETS = {'model.block_size': 192}
-"""The longest episode is 172 word-level tokens (``<bos>``, the 100-word prompt, four one-word guesses and
-their replies), so the TinyAgent's window is cut to 192; the chapter's training budgets are kept."""
+"""Seeds 0-23 train, 24-35 are held out (held-out games are dealt by seeds the training never saw; the game
+hides one of 50 numbers, so some held-out numbers are also hidden in a train game)."""
+BUDGETS = {'model.block_size': 232}
+"""The longest episode is 227 word-level tokens (``<bos>``, the 100-word prompt, seven one-word guesses and
+their replies), so the TinyAgent's window is cut to 232; the chapter's training budgets are kept."""
 
 
 @lru_cache(maxsize=None)
@@ -34,7 +36,7 @@ def guess_factory():
 
 class _Factory:
     """The factory, resolved on first call: ``GUESS`` is declared without importing GEM."""
-    __name__ = 'GemEnv(game:GuessTheNumber-v0-easy)'
+    __name__ = f'GemEnv({GAME})'
 
     def __call__(self, reward: str = 'hidden'):
         return guess_factory()(reward=reward)
