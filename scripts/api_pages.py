@@ -40,6 +40,12 @@ GROUPS = [
      'See [The BugFix gym](bugfix.md).',
      [],
      ['make_tasks', 'FAMILIES', 'OPS', 'BugFixEnv', 'scripted_policy']),
+    ('Environments from other libraries',
+     'GEM\'s and TextArena\'s text games behind the protocol: each factory is an `env=` for every recipe, '
+     'its tasks are seeds, and the game\'s global seeding never moves the caller\'s random state. Needs the '
+     '`gem` or `textarena` extra. See [Environments from other libraries](other-libraries.md).',
+     ['agentrl.envs.adapters'],
+     ['from_gem', 'from_textarena', 'SeedTask', 'seed_tasks', 'seed_splits']),
     ('Rendering',
      'Episodes become token sequences here, once, for scripted demos and model rollouts alike: '
      'the word-level tokenizer, the `Trajectory` with each token\'s owner and turn, and `collate`, '

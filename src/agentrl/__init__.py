@@ -20,6 +20,8 @@ _LAZY = {
     'scripted_policy': 'envs.bugfix',
     'EnvProtocolError': 'envs', 'EnvStepError': 'envs', 'check_text_env': 'envs', 'episode_texts': 'envs',
     'make_env_factory': 'envs', 'TextEnv': 'envs', 'InvalidCall': 'envs',
+    'from_gem': 'envs.adapters.gem', 'from_textarena': 'envs.adapters.textarena',  # other libraries' environments
+    'SeedTask': 'envs.adapters.seeds', 'seed_splits': 'envs.adapters.seeds', 'seed_tasks': 'envs.adapters.seeds',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates

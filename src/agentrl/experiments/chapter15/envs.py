@@ -106,9 +106,11 @@ ENVIRONMENTS = {
     'wiring': ChapterEnv('wiring', 'the Wiring gym', 'agentrl/Wiring-v0', wiring_tasks, task_label='registries'),
 }
 """The built-in environments ``--env`` takes by name; the first is the chapter's own."""
+GAMES = {'guess': 'agentrl.experiments.chapter15.games:GUESS'}
+"""Built-in names of games from other libraries, by import path: loaded on first use (each needs its extra)."""
 DEFAULT = next(iter(ENVIRONMENTS))
 """The environment a run uses unless told (and that runs written before ``results.json`` named one used)."""
-ENV_HELP = (f"{', '.join(ENVIRONMENTS)} (default {DEFAULT}, the chapter's own), a ChapterEnv by import path, "
+ENV_HELP = (f"{', '.join([*ENVIRONMENTS, *GAMES])} (default {DEFAULT}, the chapter's own), a ChapterEnv by import path, "
             f'MODULE:NAME (e.g. examples.mailroom:CHAPTER; the current directory is importable), or the name of an '
             f'entry point a package declares in the group {ENTRY_POINTS}').replace('%', '%%')
 """What ``--env`` takes, for every command's ``--help`` (argparse formats it: ``%`` doubled)."""
@@ -133,6 +135,8 @@ def get_env(name: str) -> ChapterEnv:
         raise ValueError(f'an environment is given by name, got {name!r}; {_valid()}')
     if name in ENVIRONMENTS:
         return ENVIRONMENTS[name]
+    if name in GAMES:
+        return _as(name, load_path(GAMES[name]))
     if ':' in name:
         return _as(name, load_path(name))
     point = entry_points().get(name)
@@ -218,6 +222,6 @@ def _where(module) -> str:
 
 def _valid() -> str:
     points = sorted(set(entry_points()) - set(ENVIRONMENTS))
-    return (f"valid environments are {', '.join(ENVIRONMENTS)}"
+    return (f"valid environments are {', '.join([*ENVIRONMENTS, *GAMES])}"
             + (f", the entry points {', '.join(points)} ({ENTRY_POINTS})" if points else '')
             + ', or a ChapterEnv by import path, MODULE:NAME (e.g. examples.mailroom:CHAPTER)')
