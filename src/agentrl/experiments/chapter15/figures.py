@@ -115,7 +115,7 @@ def fig_hacking(results: dict, path: Path) -> Path:
     ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label='public tests (the filter)')
     ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
     ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(-BELOW, 1.02), xticks=rounds)
-    ax2.legend(fontsize=8)
+    ax2.legend(fontsize=8, loc='center right')  # between the public curve (high) and the hidden one (low)
     return save_figure(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
 
 
