@@ -90,3 +90,25 @@ def test_strict_build_fails_on_a_broken_reference(tmp_path, breakage):
     out = res.stdout + res.stderr
     assert res.returncode != 0, f'the strict build passed with a broken {breakage}:\n{out}'
     assert ('nope.md' if breakage == 'link' else 'no_such_name') in out, out
+
+
+# --- the bands page states the code's bands ---------------------------------------------------------
+
+def test_the_bands_page_states_the_bands_the_code_applies():
+    """docs/bands.md lists the code's bands in its order, with its chapter figures, and only thresholds it applies."""
+    from agentrl.experiments.chapter15 import bands
+    page = (ROOT / 'docs' / 'bands.md').read_text()
+    table = re.search(r'<!-- bands:start -->\n(.*)<!-- bands:end -->', page, re.S).group(1).strip().splitlines()[2:]
+    rows = [[c.strip() for c in row.strip().strip('|').split('|')] for row in table]
+    assert [r[0] for r in rows] == list(bands.CHAPTER), 'docs/bands.md and bands.CHAPTER list other bands'
+    assert {r[0]: r[2] for r in rows} == bands.CHAPTER, "docs/bands.md gives other chapter figures than bands.CHAPTER"
+    source = Path(bands.__file__).read_text()
+    numbers = re.compile(r'(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?%?x?').findall  # 0.30, 1e-6, 45%, 5x
+    for name, _, _, holds in rows:
+        start = source.index(f"band('{name}'")
+        end = source.find("band('", start + 1)
+        applied = numbers(name) + numbers(source[start:end if end > 0 else len(source)].replace('<=', ' ').replace('>=', ' '))
+        stated = [n for n in numbers(holds) if n not in applied and n.rstrip('%') not in applied
+                  and str(float(n.rstrip('%x')) / 100 if n.endswith('%') else n) not in applied]
+        assert not stated, f'{name}: docs/bands.md states {stated}, which the band does not apply'
+
