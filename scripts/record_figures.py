@@ -185,16 +185,17 @@ def record_snippets(snippet_id: str) -> dict:
             'per_cpu': PER_CPU, **machine(collect()), 'code_dirty': code_dirty(), 'printed': lines}
 
 
-def dumps(value, indent: int = 0) -> str:
-    """JSON with one key or line per row, and short lists and objects kept on one line (a diff shows what moved)."""
+def dumps(value, indent: int = 0, width: int = 120) -> str:
+    """JSON with one key or line per row, and lists and objects that fit ``width`` kept on one line (a diff
+    shows what moved)."""
     flat = json.dumps(value, ensure_ascii=False)
-    if not isinstance(value, (dict, list)) or len(flat) + indent <= 100:
+    if not isinstance(value, (dict, list)) or len(flat) + indent <= width:
         return flat
     pad = ' ' * (indent + 1)
     if isinstance(value, dict):
-        rows = [f'{pad}{json.dumps(k, ensure_ascii=False)}: {dumps(v, indent + 1)}' for k, v in value.items()]
+        rows = [f'{pad}{json.dumps(k, ensure_ascii=False)}: {dumps(v, indent + 1, width)}' for k, v in value.items()]
         return '{\n' + ',\n'.join(rows) + '\n' + ' ' * indent + '}'
-    return '[\n' + ',\n'.join(pad + dumps(v, indent + 1) for v in value) + '\n' + ' ' * indent + ']'
+    return '[\n' + ',\n'.join(pad + dumps(v, indent + 1, width) for v in value) + '\n' + ' ' * indent + ']'
 
 
 def main(argv=None):
