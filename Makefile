@@ -9,7 +9,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-.PHONY: install reproduce test bench docs clean
+.PHONY: install reproduce test bench docs serve clean
 install: $(STAMP)
 
 reproduce: $(STAMP)  ## run the chapter end to end; results, report and figures in runs/reproduce
@@ -25,6 +25,10 @@ bench: $(STAMP)  ## rollout and training throughput against a transformers GPT-2
 docs: $(STAMP)  ## this documentation site, built strictly into site/ (no network needed)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
+serve: $(STAMP)  ## this site at http://127.0.0.1:8000 with search (opened as files, it has none), rebuilt on edits
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache

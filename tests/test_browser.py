@@ -1,12 +1,19 @@
-"""report.html in a real headless Chromium: findings, figures, the trajectory browser and the DPO pair view.
+"""report.html and the documentation site in a real headless Chromium.
+
+report.html: findings, figures, the trajectory browser and the DPO pair view. The site (built with
+``mkdocs build --strict``): no code block is cut off at 1280 px, and search works once the site is
+served over HTTP (opened as files, Material hides the search box: hence ``make serve``).
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and Python Playwright (``pip install -e '.[browser]'``);
-never ``playwright install`` (it downloads a browser). Without either, the test is skipped and says why.
-The screenshot goes to ``runs/report_screenshot.png``.
+never ``playwright install`` (it downloads a browser); the site tests also need the ``docs`` extra. Without
+any of them, the tests skip and say why. The screenshot goes to ``runs/report_screenshot.png``.
 """
 from __future__ import annotations
 
+import functools
+import http.server
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,3 +92,61 @@ def test_report_in_chromium(browser, tmp_path_factory):
     page.evaluate("document.getElementById('browser').scrollIntoView()")
     page.screenshot(path=str(SCREENSHOT))
     page.close()
+
+
+# --- the documentation site ---------------------------------------------------------------------------
+
+SITE_PAGES = ('index', 'getting-started', 'chapter', 'bands', 'claims', 'lessons', 'bugfix', 'wiring', 'tinyagent',
+              'own-environment', 'your-own-question', 'real-models', 'speed', 'api')
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    """The site as ``make docs`` builds it (strictly), in a temporary folder."""
+    from test_docs import HAVE_DOCS, build
+    if not HAVE_DOCS:
+        pytest.skip("the docs extra is not installed (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp('site')
+    res = build(Path(__file__).resolve().parents[1], out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+@pytest.fixture(scope='module')
+def served(site):
+    """The built site over HTTP on a free local port (what ``make serve`` or ``python3 -m http.server`` give)."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f'http://127.0.0.1:{server.server_port}'
+    server.shutdown()
+
+
+def test_no_code_block_is_cut_off_at_1280_px(browser, site):
+    """Every code block of every page shows its whole width at 1280 px (long lines wrap; nothing hides past the edge)."""
+    page = browser.new_page(viewport={'width': 1280, 'height': 900})
+    cut, seen = [], {}
+    for name in SITE_PAGES:
+        page.goto((site / f'{name}.html').as_uri())
+        blocks = page.evaluate("[...document.querySelectorAll('pre > code')].map(c => "
+                               "[c.scrollWidth, c.clientWidth, c.innerText.split('\\n')[0].slice(0, 60)])")
+        seen[name] = len(blocks)
+        cut += [f'{name}.html: {first!r} is {sw} px wide in a {cw} px box' for sw, cw, first in blocks if sw > cw + 1]
+    page.close()
+    assert seen['api'] > 50 and seen['getting-started'] >= 5, seen  # the signatures and the commands are there
+    assert not cut, '\n'.join(cut)
+
+
+def test_search_works_over_http_and_is_hidden_when_opened_as_files(browser, site, served):
+    page = browser.new_page(viewport={'width': 1280, 'height': 900})
+    page.goto((site / 'index.html').as_uri())
+    assert not page.locator('.md-search').is_visible()  # what a reader opening site/index.html sees
+    page.goto(f'{served}/index.html')
+    page.click('.md-search__input')
+    page.fill('.md-search__input', 'check_text_env')
+    page.wait_for_selector('.md-search-result__item', timeout=10_000)
+    hits = page.locator('.md-search-result__item').all_inner_texts()
+    page.close()
+    assert any('check_text_env' in h for h in hits), hits

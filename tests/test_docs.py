@@ -1,7 +1,10 @@
-"""The documentation site: the API reference covers every public name, and ``mkdocs build --strict`` passes, and fails on a broken reference.
+"""The documentation site: the API reference covers every public name, ``mkdocs build --strict`` passes and
+fails on a broken reference, the bands page states the code's bands, and the pages' Python snippets run as written.
 
-(a) needs nothing but the repository; (b) and (c) need the ``docs`` extra (``pip install -e '.[docs]'``)
-and skip, saying so, without it. The strict build takes a few seconds; each check builds once.
+The API and bands checks need nothing but the repository; the builds need the ``docs`` extra
+(``pip install -e '.[docs]'``) and skip, saying so, without it (a strict build takes a few seconds).
+The snippets (the README's "Ten lines", index.md's first look, the own-environment walk-through) run
+in this process on one torch thread, once per module, about 30 s on a quiet 2-core machine.
 """
 from __future__ import annotations
 
@@ -90,3 +93,80 @@ def test_strict_build_fails_on_a_broken_reference(tmp_path, breakage):
     out = res.stdout + res.stderr
     assert res.returncode != 0, f'the strict build passed with a broken {breakage}:\n{out}'
     assert ('nope.md' if breakage == 'link' else 'no_such_name') in out, out
+
+
+# --- the bands page states the code's bands ---------------------------------------------------------
+
+def test_the_bands_page_states_the_bands_the_code_applies():
+    """docs/bands.md lists the code's bands in its order, with its chapter figures, and only thresholds it applies."""
+    from agentrl.experiments.chapter15 import bands
+    page = (ROOT / 'docs' / 'bands.md').read_text()
+    table = re.search(r'<!-- bands:start -->\n(.*)<!-- bands:end -->', page, re.S).group(1).strip().splitlines()[2:]
+    rows = [[c.strip() for c in row.strip().strip('|').split('|')] for row in table]
+    assert [r[0] for r in rows] == list(bands.CHAPTER), 'docs/bands.md and bands.CHAPTER list other bands'
+    assert {r[0]: r[2] for r in rows} == bands.CHAPTER, "docs/bands.md gives other chapter figures than bands.CHAPTER"
+    source = Path(bands.__file__).read_text()
+    numbers = re.compile(r'(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?%?x?').findall  # 0.30, 1e-6, 45%, 5x
+    for name, _, _, holds in rows:
+        start = source.index(f"band('{name}'")
+        end = source.find("band('", start + 1)
+        applied = numbers(name) + numbers(source[start:end if end > 0 else len(source)].replace('<=', ' ').replace('>=', ' '))
+        stated = [n for n in numbers(holds) if n not in applied and n.rstrip('%') not in applied
+                  and str(float(n.rstrip('%x')) / 100 if n.endswith('%') else n) not in applied]
+        assert not stated, f'{name}: docs/bands.md states {stated}, which the band does not apply'
+
+
+# --- the snippets run as written ---------------------------------------------------------------------
+
+def record_figures():
+    """scripts/record_figures.py, loaded in this process (it knows which snippets the pages hold)."""
+    spec = importlib.util.spec_from_file_location('record_figures', ROOT / 'scripts' / 'record_figures.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def snippet_runs():
+    """Every snippet set executed once, as a reader pastes it: id -> (namespace, printed lines)."""
+    rf = record_figures()
+    return {sid: rf.run_snippets(sid) for sid in rf.SNIPPETS}
+
+
+def same_machine(run: dict) -> bool:
+    """Whether this process runs where the record's run did (its figures are that CPU's and torch's)."""
+    import torch
+    from agentrl.experiments.chapter15.provenance import cpu_model
+    return run.get('cpu') == cpu_model() and run.get('torch') == torch.__version__
+
+
+@pytest.mark.slow
+def test_every_snippet_set_runs_as_written_and_defines_what_it_uses(snippet_runs):
+    """The README's "Ten lines", index.md's first look and the own-environment walk-through: seeded, self-contained."""
+    rf = record_figures()
+    for sid in rf.SNIPPETS:
+        code = rf.snippet_code(sid)
+        assert 'torch.manual_seed(' in code, f'{sid}: the snippets build a TinyAgent without seeding torch'
+        for name in ('sft_train', 'train_rl', 'pass_rate'):
+            for args in re.findall(rf'arl\.{name}\(((?:[^()]|\([^()]*\))*)\)', code):
+                assert 'seed=' in args, f'{sid}: arl.{name}({args}) takes no seed='
+    rate = snippet_runs['ten-lines'][0]['rate']
+    assert 0.0 <= rate <= 1.0
+    walk, lines = snippet_runs['own-environment']
+    assert [line.split(' train ')[0].strip() for line in lines] == ['after SFT (40 steps)', 'after REINFORCE (30 steps)']
+    assert walk['tok'].vocab_size == 47 and len(walk['train']) == 18 and len(walk['heldout']) == 6
+
+
+@pytest.mark.slow
+def test_the_snippets_print_the_recorded_figures_on_the_recorded_machine(snippet_runs):
+    """On the CPU and torch the figures were recorded with, the snippets print them to the digit."""
+    from test_figures import load_record
+    runs = load_record()['runs']
+    recorded = {sid: runs[sid] for sid in snippet_runs if sid in runs}
+    assert recorded, 'docs/figures.json records none of the snippet sets'
+    other = [sid for sid, run in recorded.items() if not same_machine(run)]
+    if other:
+        pytest.skip(f"figures recorded on {recorded[other[0]]['cpu']} with torch {recorded[other[0]]['torch']}: "
+                    'another CPU may print other digits')
+    for sid, run in recorded.items():
+        assert snippet_runs[sid][1] == run['printed'], f'{sid} printed other lines than docs/figures.json records'

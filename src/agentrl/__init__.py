@@ -1,6 +1,6 @@
 """agentrl: post-training language-model agents on text environments, small and fast on a CPU.
 
-``import agentrl as arl`` gives the chapter's API (DESIGN.md §1): the BugFix gym (``make_tasks``,
+``import agentrl as arl`` gives the chapter's API (docs/api.md): the BugFix gym (``make_tasks``,
 ``FAMILIES``, ``BugFixEnv``, ``scripted_policy``), the renderer (``build_tokenizer``,
 ``Trajectory``, ``OWNER``, ``collate``), the model (``TinyAgent``, ``sequence_log_probs``,
 ``entropy_from_logits``), rollouts (``scripted_rollout``, ``rollout_batch``) and the recipes; and
@@ -24,7 +24,7 @@ _LAZY = {
     'SeedTask': 'envs.adapters.seeds', 'seed_splits': 'envs.adapters.seeds', 'seed_tasks': 'envs.adapters.seeds',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
-    'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates
+    'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # transformers policies, chat templates
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',

@@ -1,4 +1,4 @@
-"""TinyAgent: a small causal transformer policy with a key/value cache (DESIGN.md §4).
+"""TinyAgent: a small causal transformer policy with a key/value cache (docs/tinyagent.md).
 
 Read top to bottom, small to large: config, the cache, attention, MLP, block, the model; then the
 two functions the chapter calls on it, ``sequence_log_probs`` and ``entropy_from_logits``.
@@ -233,7 +233,7 @@ class Block(nn.Module):
 
 
 class TinyAgent(nn.Module):
-    """A small causal transformer policy: ``model(ids [B, T]) -> logits [B, T, V]`` (DESIGN.md §4).
+    """A small causal transformer policy: ``model(ids [B, T]) -> logits [B, T, V]`` (docs/tinyagent.md).
 
     Pre-norm blocks with cosine (QK-norm) attention, no position embedding by default (rotary
     positions on part of each head are a knob), and an output head separate from the input embedding. Why these choices: with absolute positions the policy

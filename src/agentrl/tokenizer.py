@@ -1,4 +1,4 @@
-"""A word-level, deterministic tokenizer for any text environment (section 15 setup; DESIGN.md §1).
+"""A word-level, deterministic tokenizer for any text environment (section 15 setup).
 
 Every word an environment can show or take gets one id. Special tokens come first, in a fixed
 order; the other words follow sorted, so the same words always give the same vocabulary. The words

@@ -1,4 +1,4 @@
-"""The BugFix gym (DESIGN.md §2): 30 buggy Python functions, fixed by reading, editing and submitting.
+"""The BugFix gym (docs/bugfix.md): 30 buggy Python functions, fixed by reading, editing and submitting.
 
 Its modules, from the bottom up:
 

@@ -1,4 +1,4 @@
-"""BugFixEnv: one BugFix episode at a time, with Gymnasium's conventions (DESIGN.md §2).
+"""BugFixEnv: one BugFix episode at a time, with Gymnasium's conventions (docs/bugfix.md).
 
 An episode starts from a task's prompt (``fix clamp : tests fail``). Each step takes one call,
 the text the policy wrote before its stop token, and answers with the tool's reply:
@@ -47,7 +47,7 @@ def _text_space(max_length):
 
 
 class BugFixEnv(TextEnv):
-    """The BugFix gym (DESIGN.md §2). ``reset(options={'task': task})`` picks the task; ``step(call)``.
+    """The BugFix gym (docs/bugfix.md). ``reset(options={'task': task})`` picks the task; ``step(call)``.
 
     A ``TextEnv`` (``agentrl.envs.base``), which keeps the bookkeeping every environment shares (turns,
     the call cap, invalid calls, truncation, rewards); this class writes the game: ``start``, ``act``

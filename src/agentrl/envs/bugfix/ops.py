@@ -1,4 +1,4 @@
-"""The six edit operators of the BugFix gym, as rewrites of a function's source words (DESIGN.md §2).
+"""The six edit operators of the BugFix gym, as rewrites of a function's source words (docs/bugfix.md).
 
 Each operator is a real, generic source transformation: it looks for its pattern anywhere in the
 function and rewrites it, and leaves the source unchanged when the pattern is absent. So a wrong

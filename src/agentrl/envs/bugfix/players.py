@@ -1,4 +1,4 @@
-"""Scripted policies for the BugFix gym: ``oracle``, ``blind`` and ``random`` (DESIGN.md §2).
+"""Scripted policies for the BugFix gym: ``oracle``, ``blind`` and ``random`` (docs/bugfix.md).
 
 A scripted policy maps the latest observation (text) to the next call (text). Its randomness is
 seeded per episode from ``(kind, seed, task, episode number)``, so a rollout is reproducible and
@@ -20,7 +20,7 @@ KINDS = ScriptedPlayer.KINDS
 GUESSABLE = ('swap_minmax', 'fix_range_end', 'fix_compare', 'guard_zero')
 """The ops blind play guesses from: every fix but ``fix_init``."""
 RANDOM_OPS = GUESSABLE + ('hardcode_tests',) * 3
-"""The ops random play draws from: the exploit weighted 3x (DESIGN.md §6), never ``fix_init``."""
+"""The ops random play draws from: the exploit weighted 3x (so the weak base has seen it), never ``fix_init``."""
 
 
 def cue_op(source: str) -> str | None:

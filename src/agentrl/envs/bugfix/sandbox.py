@@ -1,4 +1,4 @@
-"""Restricted, time-bounded execution of a function's source against tests (DESIGN.md §2, "tests are real").
+"""Restricted, time-bounded execution of a function's source against tests ("tests are real", docs/bugfix.md).
 
 The gym's tests really run the (edited) source. Three guards keep that safe and fast:
 

@@ -1,4 +1,4 @@
-"""The 30 BugFix tasks: real Python functions with one injected bug each (DESIGN.md §2).
+"""The 30 BugFix tasks: real Python functions with one injected bug each (docs/bugfix.md).
 
 Five bug families, six functions each; the first four of a family go to ``train``, the last two to
 ``heldout`` (unseen function names, same bug class). Each function is written below *with its bug*;
@@ -12,7 +12,7 @@ The gym's properties that the chapter's findings rest on are built here on purpo
 - **Source cues that carry over.** Reading the source shows the family's cue: ``min``/``max``,
   ``range``, an ordering comparison, ``//``, or a ``while`` loop over an accumulator. Everything
   else (argument names ``a b n k xs``, ``len``, ``*``, ``2``) is spread across families, so the cue
-  is the one reliable signal and it transfers to held-out functions (DESIGN.md §6).
+  is the one reliable signal and it transfers to held-out functions.
 - **A family blind play never covers.** ``init`` is fixed only by ``fix_init``, which the blind and
   random scripted policies never use.
 - **A public-test exploit.** Public tests and hidden tests differ on bug-revealing inputs, so
@@ -172,7 +172,7 @@ _TASKS = _all_tasks()
 
 
 def make_tasks(split: str = 'all') -> list[Task]:
-    """The BugFix tasks of one split -> list of Task (section 15 setup; DESIGN.md §2).
+    """The BugFix tasks of one split -> list of Task (section 15 setup; docs/bugfix.md).
 
     ``'train'`` has 20 tasks (4 per family), ``'heldout'`` 10 (2 per family, unseen function names),
     ``'all'`` the 30. Tasks are ordered by family (in ``FAMILIES`` order), then function.
