@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the chapter's notebook with its seeds shifted, and check each run against BANDS.md.
+"""Run the chapter's notebook with its seeds shifted, and check each run against the bands (docs/bands.md).
 
 usage: python scripts/check_notebook.py [--shifts 0,1,2] [--jobs 2] [--out runs/notebook]
 

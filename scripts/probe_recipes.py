@@ -7,7 +7,7 @@ For each seed this runs the part of `agentrl reproduce --seed N` that the transf
 come from, with the same seeds and budgets, so each figure equals the reproduction's:
   1. the weak base: 150 SFT steps on blind and random play (section 15.2);
   2. oracle SFT from it for 60 steps, snapshotting step 20: the step-20 train pass (band: at least
-     0.55) and held-out pass per bug family at step 60 (issue 12: every family at least 0.6);
+     0.55) and held-out pass per bug family at step 60 (every family at least 0.6);
   3. SFT -> RL: 40 REINFORCE steps from the step-20 snapshot (band: train at least 0.88, held-out at
      least 0.80);
   4. RL only: 60 REINFORCE steps from the weak base (band: train at most 0.65, held-out at least 0.25
@@ -74,7 +74,7 @@ def one(seed: int, config):
 
 
 def holds(r: dict) -> dict:
-    """Which of the four figures hold their band (BANDS.md; the family line is issue 12's)."""
+    """Which of the four figures hold their band (docs/bands.md; the family line is this script's own)."""
     return {'sft_step20': r['sft_step20'][0] >= 0.55,
             'families': min(r['families'].values()) >= FAMILY_MIN,
             'sft_rl': r['sft_rl'][0] >= 0.88 and r['sft_rl'][1] >= 0.80,

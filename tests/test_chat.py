@@ -1,4 +1,4 @@
-"""The chat renderer (issue 13): token for token what ``apply_chat_template`` gives, with owners and the mask.
+"""The chat renderer: token for token what ``apply_chat_template`` gives, with owners and the mask.
 
 Shown on two templates (ChatML, and role headers in the style of Llama 3), each on a byte-level BPE
 tokenizer trained in the test on the gym's text. Nothing is downloaded.

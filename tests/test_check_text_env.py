@@ -1,4 +1,4 @@
-"""``arl.check_text_env`` and the rollouts reject a broken environment with its class and the rule it breaks (issue 25).
+"""``arl.check_text_env`` and the rollouts reject a broken environment with its class and the rule it breaks.
 
 Each broken environment below is the worked example's Mailroom with one thing wrong.
 """

@@ -1,4 +1,4 @@
-"""The chapter's claims (issue 26): the list the docs show is the code's, and the checker agrees with the bands on BugFix."""
+"""The chapter's claims: the list the docs show is the code's, and the checker agrees with the bands on BugFix."""
 from __future__ import annotations
 
 import json

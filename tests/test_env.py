@@ -1,4 +1,4 @@
-"""BugFixEnv: Gymnasium conventions, the call grammar, limits, and a fuzz of arbitrary calls (DESIGN.md §2)."""
+"""BugFixEnv: Gymnasium conventions, the call grammar, limits, and a fuzz of arbitrary calls."""
 from __future__ import annotations
 
 import warnings

@@ -1,4 +1,4 @@
-"""scripts/explain_op.py: what a checkpoint's fix decision rests on (issue 12's per-seed diagnosis)."""
+"""scripts/explain_op.py: what a checkpoint's fix decision rests on (a per-seed diagnosis)."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""agentrl export (issue 13): a smoke run's episodes and DPO pairs as chat JSON Lines, and back.
+"""agentrl export: a smoke run's episodes and DPO pairs as chat JSON Lines, and back.
 
 Re-rendering the written messages through the chat renderer (our word-level vocabulary as a
 PreTrainedTokenizerFast with its chat template) gives the run's ids for every episode.

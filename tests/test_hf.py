@@ -1,4 +1,4 @@
-"""HFPolicy (issue 13): a transformers causal LM through our lockstep engine and every chapter recipe.
+"""HFPolicy: a transformers causal LM through our lockstep engine and every chapter recipe.
 
 Models are built from GPT-2 and Llama configs (random init), tokenizers locally: our word-level
 vocabulary wrapped as a PreTrainedTokenizerFast, and a byte-level BPE with a ChatML template

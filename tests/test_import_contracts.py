@@ -1,5 +1,5 @@
 """The import-linter contracts (``.importlinter``): the layers, the BugFix boundary, no circle; and a deliberate
-violation fails them (issue 25, issue 27)."""
+violation fails them."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""TinyAgent, sequence_log_probs and entropy_from_logits (DESIGN.md §4)."""
+"""TinyAgent, sequence_log_probs and entropy_from_logits."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Every recipe on an environment that is not BugFix (issue 25): the worked example's Mailroom.
+"""Every recipe on an environment that is not BugFix: the worked example's Mailroom.
 
 Each recipe runs with ``env=Mailroom`` through our word renderer and through a ``ChatRenderer`` (a
 ChatML template on a BPE tokenizer trained here on the Mailroom's text), and each test checks what

@@ -1,4 +1,4 @@
-"""The one renderer: owners, turns, the action mask, collate, and the template-mismatch diagnostics (DESIGN.md §3)."""
+"""The one renderer: owners, turns, the action mask, collate, and the template-mismatch diagnostics."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""rollout_batch: the key/value cache, behaviour log-probs, determinism, and one renderer (DESIGN.md §3-4)."""
+"""rollout_batch: the key/value cache, behaviour log-probs, determinism, and one renderer."""
 from __future__ import annotations
 
 import random

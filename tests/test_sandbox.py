@@ -1,4 +1,4 @@
-"""The sandbox: hostile or broken sources are failed tests, fast, never a crash or a hang (DESIGN.md §2)."""
+"""The sandbox: hostile or broken sources are failed tests, fast, never a crash or a hang."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""The BugFix gym's tasks, ops and scripted play (DESIGN.md §2): the properties the chapter rests on."""
+"""The BugFix gym's tasks, ops and scripted play: the properties the chapter rests on."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,4 @@
-"""The word-level tokenizer (DESIGN.md §1)."""
+"""The word-level tokenizer."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""The Wiring gym (issue 26): each property a finding rests on, measured with the scripted players."""
+"""The Wiring gym: each property a finding rests on, measured with the scripted players."""
 from __future__ import annotations
 
 import random

@@ -1,4 +1,4 @@
-"""The chapter on the Wiring gym (issue 26), at the smoke budget: the same sections, files, report, claims and tools."""
+"""The chapter on the Wiring gym, at the smoke budget: the same sections, files, report, claims and tools."""
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,6 @@
 """The Wiring gym: point ``web`` at another service's setting, read from a small service registry.
 
-The chapter's second gym (issue 26), designed so that its skill is "find it, then use it" rather than
+The chapter's second gym, designed so that its skill is "find it, then use it" rather than
 BugFix's "classify, then pick": the answer is an open argument copied from a tool reply. Its modules:
 
 - ``vocab``: its words (fields, services, values, the call grammar, the replies);

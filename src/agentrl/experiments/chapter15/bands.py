@@ -1,10 +1,10 @@
-"""The chapter's findings as bands (BANDS.md), checked on a run's transcript.
+"""The chapter's findings as bands (docs/bands.md), checked on a run's transcript.
 
 A reproduction prints the same lines as the chapter's notebook (``transcript.txt``), but for the
 numbers of expert iteration's and the public filter's rounds: the notebook counts them from 0, a
 reproduction from 1, as its report and figures do. This module parses either and applies each band
-of BANDS.md, the same rules as the spec's checker, so the findings table of ``agentrl reproduce``
-and ``check_bands.py`` agree on the notebook's output.
+as docs/bands.md states it, so the findings table of ``agentrl reproduce`` and a check of the notebook's
+output agree.
 """
 from __future__ import annotations
 

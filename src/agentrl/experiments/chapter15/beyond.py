@@ -1,4 +1,4 @@
-"""Beyond the chapter (``reproduce --extended``): its exercises and a clipped trainer (issue 7), as ``Beyond.beyond``.
+"""Beyond the chapter (``reproduce --extended``): its exercises and a clipped trainer, as ``Beyond.beyond``.
 
 A mixin of ``Reproduction``, like ``Sections`` (``sections.py``), whose helpers it reuses (``_rl``,
 ``_pairs``): each recipe is compared with the chapter's own at the same budget, from the same

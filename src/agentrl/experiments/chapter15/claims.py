@@ -1,6 +1,6 @@
 """The chapter's claims, stated so that any environment can be checked against them (``agentrl claims``).
 
-BANDS.md holds BugFix's numbers: bands around the chapter's figures. A claim is the lesson behind a
+The bands (``bands.py``, docs/bands.md) hold BugFix's numbers: bands around the chapter's figures. A claim is the lesson behind a
 finding, as a direction or a relation that means the same on any environment, with the figure of
 ``results.json`` that decides it and its threshold. Where a band is already a relation (the
 gradient identity, the signal gap, the entropy order, DPO + NLL against DPO) the claim keeps the
@@ -38,7 +38,7 @@ class Claim:
     test: str
     """The figure that decides it, and its threshold."""
     bands: tuple
-    """The BANDS.md rows about the same finding on BugFix (``bands.CHAPTER`` keys)."""
+    """The band rows about the same finding on BugFix (``bands.CHAPTER`` keys)."""
     check: Callable
     """``check(R, ctx) -> (holds, measured)``: ``R`` a run's ``results.json`` sections, ``ctx`` a ``Context``; it
     raises ``NotApplicable`` when the run's settings leave nothing to compare."""

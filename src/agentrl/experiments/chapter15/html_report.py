@@ -40,7 +40,7 @@ def findings_html(findings: list) -> str:
         f'<tr class="{"held" if ok else "notheld"}"><td>{html.escape(name)}</td><td>{html.escape(CHAPTER.get(name, ""))}</td>'
         f'<td>{html.escape(str(fig))}</td><td class="verdict">{"held" if ok else "not held"}</td></tr>'
         for name, ok, fig in findings)
-    return (f'<h2 id="findings-h">Findings</h2><p>{held} of {len(findings)} bands of BANDS.md hold on this run\'s '
+    return (f'<h2 id="findings-h">Findings</h2><p>{held} of {len(findings)} bands (docs/bands.md) hold on this run\'s '
             '<code>transcript.txt</code>; the chapter\'s own figure is beside this run\'s.</p>'
             '<table id="findings"><thead><tr><th>finding (band)</th><th>chapter</th><th>this run</th><th>holds</th></tr></thead>'
             f'<tbody>{rows}</tbody></table>')

@@ -48,7 +48,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     md = [f'# {title} (seed shift {seed})', '']
     if ch:
         held = sum(ok for _, ok, _ in findings)
-        md += [f'**{held} of {len(findings)} findings hold** (BANDS.md). Every number and plot below comes from this '
+        md += [f'**{held} of {len(findings)} findings hold** (the bands of docs/bands.md). Every number and plot below comes from this '
                'run; where the chapter prints the same number, the chapter\'s value stands beside it, in parentheses '
                'or in a column headed "chapter". Pass rates are means over 4 or 8 sampled episodes per task, so each '
                'has a standard error of up to about 0.06.', '']

@@ -240,7 +240,7 @@ class Reproduction(Sections, Beyond):
     # --- helpers
     def _new_model(self):
         """A fresh policy (seed torch first): the TinyAgent, or for ``policy='gpt2'`` / ``'llama'`` a randomly
-        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary (issue 13)."""
+        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary."""
         if self.policy == 'tiny':
             return TinyAgent(self.tok.vocab_size, **self.cfg.model)
         from ...hf import make_policy

@@ -7,7 +7,7 @@ through :class:`~agentrl.experiments.chapter15.chapter.Chapter15` (so every seed
 - ``DIR/sweep.json``: for every numeric figure of ``results.json`` (each leaf of the sections,
   plus a few derived counts and shares), the per-seed values, the mean, the standard error
   (sample std / sqrt(n)) and a 95% confidence interval (mean +- t_{0.975, n-1} * stderr); for every
-  finding (band of BANDS.md), its hold rate over seeds; the seeds, per-seed times and failures; the
+  finding (its band, docs/bands.md), its hold rate over seeds; the seeds, per-seed times and failures; the
   effective config, the overrides and the provenance (version, commit, torch, CPU);
 - ``DIR/sweep.md``: the chapter's tables as mean +- CI half-width beside the chapter's own
   single-seed figures, and the findings sorted by hold rate, lowest first;
