@@ -31,7 +31,7 @@ GROUPS = [
      '`check_text_env` checks any environment against every rule and names the one it breaks. '
      'See [Your own environment](own-environment.md) for a worked example.',
      ['agentrl.envs.base'],
-     ['TextEnv', 'InvalidCall', 'check_text_env', 'make_env_factory', 'episode_texts',
+     ['TextEnv', 'InvalidCall', 'check_text_env', 'make_env_factory', 'with_env_workers', 'episode_texts',
       'EnvProtocolError', 'EnvStepError']),
     ('The BugFix gym',
      'The chapter\'s environment: 30 buggy Python functions in five bug families, fixed by reading, '
@@ -64,7 +64,7 @@ GROUPS = [
      'Episodes played through the renderer: a scripted player\'s (the demos) or a policy\'s, sampled in '
      'lockstep over many environments with a key/value cache and batched prefill of the tool replies.',
      [],
-     ['scripted_rollout', 'rollout_batch']),
+     ['scripted_rollout', 'rollout_batch', 'rollout_groups']),
     ('Recipes: supervised fine-tuning',
      'Masked SFT on multi-turn trajectories (section 15.1): only the policy\'s tokens are trained.',
      [],
@@ -96,8 +96,8 @@ GROUPS = [
      'the share that reads) and the checks of section 15.6: informative groups for RL, a demo '
      'pipeline that forgot the template wrappers, and a token-by-token comparison of two renderings.',
      [],
-     ['pass_rate', 'family_pass', 'action_entropy', 'describe', 'probe', 'informative_fraction',
-      'strip_wrappers', 'check_rendering']),
+     ['pass_rate', 'success_rate', 'mean_return', 'NoSignalWarning', 'family_pass', 'action_entropy', 'describe',
+      'probe', 'informative_fraction', 'strip_wrappers', 'check_rendering']),
     ('Real models',
      'The policy protocol the recipes and `rollout_batch` need, `HFPolicy` (any `transformers` causal '
      'LM, rolled out on its own cache) and `ChatRenderer` (any chat template, with owners and the '

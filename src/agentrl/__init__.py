@@ -41,7 +41,9 @@ _LAZY = {
     'sft_loss': 'recipes.sft', 'sft_train': 'recipes.sft',
     'star_iteration': 'recipes.star',
     'OWNER': 'render', 'Trajectory': 'render', 'collate': 'render',
-    'rollout_batch': 'rollout', 'scripted_rollout': 'rollout',
+    'rollout_batch': 'rollout', 'rollout_groups': 'rollout', 'scripted_rollout': 'rollout',
+    'NoSignalWarning': 'recipes.outcomes', 'mean_return': 'recipes.outcomes', 'success_rate': 'recipes.outcomes',
+    'with_env_workers': 'envs.protocol',
     'Tokenizer': 'tokenizer', 'build_tokenizer': 'tokenizer',
 }
 """Every public name -> the module (relative to the package) that defines it."""

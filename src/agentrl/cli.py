@@ -14,7 +14,11 @@ def _demo(args):
     from .experiments.chapter15.envs import get_env
     from .rollout import scripted_rollout
 
-    env = get_env(args.env)
+    try:
+        env = get_env(args.env)
+    except ValueError as e:
+        print(f'agentrl demo: error: {e}', file=sys.stderr)
+        return 2
     tok = env.tokenizer()
     groups = env.groups()
     table = Table(title=f'Scripted play on {env.title} ({args.seeds} seeds per task, the hidden reward)')
@@ -41,10 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='agentrl', description=__doc__)
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
 
-    from .experiments.chapter15.envs import DEFAULT, ENVIRONMENTS
+    from .experiments.chapter15.envs import DEFAULT, ENV_HELP
     demo = sub.add_parser('demo', help="an environment's scripted players (oracle, blind, random) on every task")
     demo.add_argument('--seeds', type=int, default=4, help='episodes per task and policy (default 4)')
-    demo.add_argument('--env', default=DEFAULT, choices=list(ENVIRONMENTS), help='the environment (default bugfix)')
+    demo.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment: {ENV_HELP}')
     demo.set_defaults(func=_demo)
 
     from .experiments.cli import add_commands
