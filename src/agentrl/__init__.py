@@ -21,6 +21,8 @@ _LAZY = {
     'EnvProtocolError': 'envs', 'EnvStepError': 'envs', 'check_text_env': 'envs', 'episode_texts': 'envs',
     'make_env_factory': 'envs', 'TextEnv': 'envs', 'InvalidCall': 'envs',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
+    'JsonlLogger': 'loggers', 'Logger': 'loggers', 'MemoryLogger': 'loggers', 'TensorBoardLogger': 'loggers',
+    'open_run': 'loggers', 'read_jsonl': 'loggers',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # issue 13: transformers policies, chat templates
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',

@@ -17,6 +17,6 @@ from .protocol import EVAL_PREFIX, Logger, Reporter, as_reporter
 from .runs import METRICS_FILE, LoggerSet, MemoryLogger, open_run, run_dir, run_name
 from .tensorboard import TensorBoardLogger
 
-__all__ = ['SCHEMA', 'JsonlLogger', 'jsonl_header', 'read_jsonl', 'series', 'CONDITIONAL', 'METRICS',
-           'RECIPE_METRICS', 'Metric', 'EVAL_PREFIX', 'Logger', 'Reporter', 'as_reporter', 'METRICS_FILE',
-           'LoggerSet', 'MemoryLogger', 'open_run', 'run_dir', 'run_name', 'TensorBoardLogger']
+__all__ = ['CONDITIONAL', 'EVAL_PREFIX', 'METRICS', 'METRICS_FILE', 'RECIPE_METRICS', 'SCHEMA', 'JsonlLogger', 'Logger',
+           'LoggerSet', 'MemoryLogger', 'Metric', 'Reporter', 'TensorBoardLogger', 'as_reporter', 'jsonl_header',
+           'open_run', 'read_jsonl', 'run_dir', 'run_name', 'series']

@@ -43,7 +43,8 @@ _SAMPLE = [
     Metric('invalid_calls', 'invalid calls per sampled episode (environments that count them)', '', '15.6'),
     Metric('reads_first', 'share of sampled episodes whose first call only looks (BugFix: read)', '', '15.5'),
     Metric('completions/mean_length', 'mean action tokens per sampled episode', 'completions/mean_length', '15.2'),
-    Metric('episodes_per_second', 'episodes sampled per second of the step (or of the round\'s sampling)', '', ''),
+    Metric('episodes_per_second', 'episodes sampled per second of the step (or of the round\'s sampling)',
+           'eps', ''),
     Metric('round', 'the round (expert iteration, STaR, RFT with a baseline, online DPO)', '', '15.3'),
 ]
 _FILTER = [

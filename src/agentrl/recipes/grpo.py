@@ -273,7 +273,7 @@ def _step_metrics(row, watched, trajs, group, read) -> dict:
     """A step's logged monitors: its ``logs`` row under TRL's names, the mean loss and grad norm of its
     updates (``watched``: (loss, grad norm, tokens) each), and what its sample shows."""
     out = sample_metrics(trajs, group, read=read)
-    out.update({_TRL_NAMES.get(k, k): v for k, v in row.items() if k not in ('step', 'reward', 'informative')})
+    out.update({_TRL_NAMES.get(k, k): v for k, v in row.items() if k != 'step'})  # reward, informative: the row's
     out['loss'] = sum(w[0] for w in watched) / len(watched)
     out['grad_norm'] = sum(w[1] for w in watched) / len(watched)
     return out

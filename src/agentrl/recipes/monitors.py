@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ..model import entropy_from_logits
 from .diagnostics import informative_fraction, is_read
-from .outcomes import DEFAULT_THRESHOLD, success_rate
+from .outcomes import DEFAULT_THRESHOLD, mean_return, success_rate
 
 
 def logp_and_entropy(model, batch):
@@ -57,15 +57,14 @@ def sample_metrics(trajs, group: int | None = None, env=None, threshold: float =
     trajs = list(trajs)
     if read is None:
         read = is_read(env) if env is not None else (lambda call: False)
-    returns = torch.tensor([float(t.reward) for t in trajs])  # [N]
-    out = {'reward': returns.mean().item(), 'success_rate': success_rate(trajs, threshold),
+    out = {'reward': mean_return(trajs), 'success_rate': success_rate(trajs, threshold),
            'reads_first': sum(bool(t.info.get('actions')) and bool(read(t.info['actions'][0])) for t in trajs)
            / len(trajs),
            'completions/mean_length': sum(float(t.action_mask.sum()) for t in trajs) / len(trajs)}
     if all('n_invalid' in t.info for t in trajs):
         out['invalid_calls'] = sum(t.info['n_invalid'] for t in trajs) / len(trajs)
     if group is not None and len(trajs) % group == 0:
-        grouped = returns.view(-1, group)  # [tasks, G]
+        grouped = torch.tensor([float(t.reward) for t in trajs]).view(-1, group)  # [tasks, G]
         informative = informative_fraction(grouped)
         std = grouped.std(1) if group > 1 else torch.zeros(grouped.shape[0])  # [tasks]
         out.update({'reward_std': std.mean().item(), 'informative': informative,
