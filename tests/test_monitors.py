@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import agentrl as arl
-from agentrl.loggers import (CONDITIONAL, METRICS, RECIPE_METRICS, JsonlLogger, MemoryLogger, Reporter, jsonl_header,
-                             open_run, read_jsonl, run_name, series)
+from agentrl.loggers import (CONDITIONAL, METRICS, RECIPE_METRICS, JsonlLogger, LoggerSet, MemoryLogger, Reporter,
+                             jsonl_header, open_run, read_jsonl, run_name, series)
 from agentrl.loggers.protocol import flatten
 from agentrl.recipes.rft_baseline import weighted_sft_train
 
@@ -174,6 +174,7 @@ def test_loggers_are_checked():
     with pytest.raises(TypeError, match='not a number'):
         Reporter(MemoryLogger()).log(1, {'loss': 'high'})
     assert not Reporter().active and not Reporter([]).active
+    assert not Reporter(LoggerSet()).active  # an empty set of loggers: a harness run without --logdir
 
 
 def test_a_jsonl_file_cut_short_reads_back_its_complete_records(tmp_path):

@@ -30,16 +30,17 @@ class Logger(Protocol):
 
 
 def as_loggers(loggers) -> tuple:
-    """``None`` -> ``()``; one logger -> ``(logger,)``; a list or tuple of loggers -> a tuple; else TypeError."""
+    """``None`` -> ``()``; one logger -> ``(logger,)``; a list or tuple of loggers (a ``LoggerSet``) -> a tuple of
+    them (empty: nothing listens); else TypeError."""
     if loggers is None:
         return ()
-    if isinstance(loggers, Logger):
-        return (loggers,)
-    if isinstance(loggers, (list, tuple)):
+    if isinstance(loggers, (list, tuple)):  # first: an empty LoggerSet (a list) listens to nothing
         bad = [type(x).__name__ for x in loggers if not isinstance(x, Logger)]
         if not bad:
             return tuple(loggers)
         raise TypeError(f'loggers must have a log(metrics, step) method; got {", ".join(bad)}')
+    if isinstance(loggers, Logger):
+        return (loggers,)
     raise TypeError(f'loggers must be None, a logger (an object with log(metrics, step)) or a list of them, '
                     f'got {type(loggers).__name__}')
 

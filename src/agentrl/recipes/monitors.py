@@ -27,13 +27,19 @@ def logp_and_entropy(model, batch):
     logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1]  # [B, T-1, V]
     B, T1, V = logits.shape
     logp = -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1)
-    return logp, masked_mean(entropy_from_logits(logits.detach()), batch['action_mask'])
+    return logp, action_entropy_of(logits, batch['action_mask'])
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean of ``x [B, T-1]`` over the action tokens (``mask [B, T-1]``) -> float (0 if there are none)."""
+def action_entropy_of(logits: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean next-token entropy over the action tokens: ``logits [B, T-1, V]``, ``mask [B, T-1]`` -> float.
+
+    Computed on the action positions only (a few of every episode's tokens), off the graph; 0 if there are none."""
     with torch.no_grad():
-        return ((x * mask).sum() / mask.sum().clamp(min=1)).item()
+        where = mask > 0  # [B, T-1]
+        if not bool(where.any()):
+            return 0.0
+        weights = mask[where]  # [n]
+        return ((entropy_from_logits(logits.detach()[where]) * weights).sum() / weights.sum()).item()  # [n, V] -> float
 
 
 def grad_norm(model) -> float:
