@@ -13,7 +13,10 @@ other work on a shared machine), their medians and the overheads ``median(on) / 
 changes no number). One torch thread, as the chapter's worker processes use.
 """
 import argparse
+import contextlib
 import copy
+import functools
+import importlib
 import statistics
 import sys
 import tempfile
@@ -25,6 +28,12 @@ import torch
 import agentrl as arl
 from agentrl.experiments.chapter15.config import Ch15Config
 from agentrl.loggers import JsonlLogger, read_jsonl
+from agentrl.loggers.protocol import Reporter
+
+RECIPE_MODULES = ('sft', 'rejection', 'reinforce', 'monitors')
+"""The modules of ``agentrl.recipes`` through which the two recipes call the monitors."""
+MONITORS = ('action_entropy_of', 'grad_norm', 'batch_tokens', 'sample_metrics', 'filter_metrics')
+"""The monitor functions they call (``logp_and_entropy`` is the loss's own forward, and is left out)."""
 
 RECIPES = ('train_rl', 'expert_iteration')
 
@@ -41,6 +50,36 @@ def budgets(overrides) -> dict:
             raise SystemExit(f'unknown budget {key!r}; valid ones are {sorted(out)}')
         out[key] = type(out[key])(value)
     return out
+
+
+@contextlib.contextmanager
+def timed_logging():
+    """Count the seconds spent in the monitors and in ``Reporter.log`` while the block runs -> a one-item list."""
+    spent, patched = [0.0], []
+
+    def timed(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            began = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[0] += time.perf_counter() - began
+        return wrapper
+
+    for name in RECIPE_MODULES:
+        module = importlib.import_module(f'agentrl.recipes.{name}')
+        for fn in MONITORS:
+            if hasattr(module, fn):
+                patched.append((module, fn, getattr(module, fn)))
+                setattr(module, fn, timed(getattr(module, fn)))
+    patched.append((Reporter, 'log', Reporter.log))
+    Reporter.log = timed(Reporter.log)
+    try:
+        yield spent
+    finally:
+        for owner, name, original in patched:
+            setattr(owner, name, original)
 
 
 def run_once(recipe, start, train, tok, b, loggers):
@@ -72,26 +111,31 @@ def main(argv=None) -> int:
         print(f'{path} not found: run `agentrl reproduce --out {args.run}` first', file=sys.stderr)
         return 1
     start, b = arl.load_model(path, tok), budgets(args.budget)
-    times, cpus, models = {False: [], True: []}, {False: [], True: []}, {}
+    times, cpus, inside, models = {False: [], True: []}, {False: [], True: []}, {False: [], True: []}, {}
     run_once(args.recipe, start, train, tok, b, None)  # warm-up: first calls pay for allocation and lazy imports
     with tempfile.TemporaryDirectory() as tmp:
         order = [k % 4 in (1, 2) for k in range(2 * args.repeats)]  # off, on, on, off, off, on, on, off ...
         for k, on in enumerate(order):
             logger = JsonlLogger(Path(tmp) / f'{k}.jsonl') if on else None
-            seconds, cpu, models[on] = run_once(args.recipe, start, train, tok, b, logger)
+            with timed_logging() if on else contextlib.nullcontext([0.0]) as spent:
+                seconds, cpu, models[on] = run_once(args.recipe, start, train, tok, b, logger)
+            inside[on].append(spent[0] / seconds)
             records = len(read_jsonl(logger.path)) if on else 0
             if logger is not None:
                 logger.close()
             times[on].append(seconds)
             cpus[on].append(cpu)
             print(f'run {k + 1:>2}: logger {"on " if on else "off"} {seconds:6.2f} s wall, {cpu:6.2f} s CPU'
-                  + (f' ({records} records)' if on else ''), flush=True)
+                  + (f' ({records} records, {100 * inside[on][-1]:.2f}% of it in the logging code)' if on else ''),
+                  flush=True)
     same = all(torch.equal(p, q) for p, q in zip(models[False].parameters(), models[True].parameters()))
     keys = [k for k in b if k.startswith('rl_' if args.recipe == 'train_rl' else ('rft_', 'sft_'))]
     print(f'{args.recipe} at {", ".join(f"{k}={b[k]}" for k in keys)}, {args.repeats} runs each:')
     for label, xs in (('wall', times), ('CPU', cpus)):
         off, on = statistics.median(xs[False]), statistics.median(xs[True])
         print(f'  {label:>4} median: off {off:.2f} s, on {on:.2f} s, overhead {100 * (on / off - 1):+.1f}%')
+    print(f'  inside the runs with the logger: {100 * statistics.median(inside[True]):.2f}% of the wall time in the '
+          f'monitors and the logger (median; max {100 * max(inside[True]):.2f}%)')
     print(f'  same weights with and without the logger: {same}')
     return 0 if same else 1
 
