@@ -35,11 +35,11 @@ def action_entropy_of(logits: torch.Tensor, mask: torch.Tensor) -> float:
 
     Computed on the action positions only (a few of every episode's tokens), off the graph; 0 if there are none."""
     with torch.no_grad():
-        where = mask > 0  # [B, T-1]
-        if not bool(where.any()):
+        rows, cols = mask.nonzero(as_tuple=True)  # [n] each: the action positions
+        if not len(rows):
             return 0.0
-        weights = mask[where]  # [n]
-        return ((entropy_from_logits(logits.detach()[where]) * weights).sum() / weights.sum()).item()  # [n, V] -> float
+        weights = mask[rows, cols]  # [n]
+        return ((entropy_from_logits(logits.detach()[rows, cols]) * weights).sum() / weights.sum()).item()  # [n, V]
 
 
 def grad_norm(model) -> float:
