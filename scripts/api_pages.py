@@ -98,6 +98,12 @@ GROUPS = [
      [],
      ['pass_rate', 'success_rate', 'mean_return', 'NoSignalWarning', 'family_pass', 'action_entropy', 'describe',
       'probe', 'informative_fraction', 'strip_wrappers', 'check_rendering']),
+    ('Watching a run',
+     'Every recipe takes `loggers=`: a logger is any object with `log(metrics, step)`. The run\'s monitors '
+     '(section 15.6) go to a JSON Lines file per run, to TensorBoard with the `tensorboard` extra, or to any '
+     'tracker in a few lines. See [Watching a run](watching.md) for the names and what each shows.',
+     ['agentrl.loggers'],
+     ['Logger', 'open_run', 'JsonlLogger', 'read_jsonl', 'TensorBoardLogger', 'MemoryLogger']),
     ('Real models',
      'The policy protocol the recipes and `rollout_batch` need, `HFPolicy` (any `transformers` causal '
      'LM, rolled out on its own cache) and `ChatRenderer` (any chat template, with owners and the '

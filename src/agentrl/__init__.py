@@ -23,6 +23,8 @@ _LAZY = {
     'from_gem': 'envs.adapters.gem', 'from_textarena': 'envs.adapters.textarena',  # other libraries' environments
     'SeedTask': 'envs.adapters.seeds', 'seed_splits': 'envs.adapters.seeds', 'seed_tasks': 'envs.adapters.seeds',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
+    'JsonlLogger': 'loggers', 'Logger': 'loggers', 'MemoryLogger': 'loggers', 'TensorBoardLogger': 'loggers',
+    'open_run': 'loggers', 'read_jsonl': 'loggers',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # transformers policies, chat templates
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',

@@ -12,8 +12,10 @@ import random
 import torch
 import torch.nn.functional as F
 
+from ..loggers.protocol import as_reporter, merge_eval
 from ..model import sequence_log_probs
 from ..render import collate
+from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
 
@@ -65,15 +67,21 @@ def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_re
     return F.relu(1 - beta * margin).mean()
 
 
-def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, loss='sigmoid', nll_weight=0.0):
+def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, loss='sigmoid', nll_weight=0.0,
+                    stats=None):
     """One optimizer step of ``preference_loss`` (+ ``nll_weight`` x the chosen episodes' ``sft_loss``)
-    on collated pairs -> (mean chosen log-ratio, mean rejected log-ratio, loss), measured before the step."""
+    on collated pairs -> (mean chosen log-ratio, mean rejected log-ratio, loss), measured before the step.
+
+    ``stats``, a dict, is filled with the step's monitors (``monitors.preference_metrics``, ``grad_norm``);
+    without it none is computed."""
     pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
     total = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
     if nll_weight:
         total = total + nll_weight * sft_loss(policy, chosen_b)
     opt.zero_grad()
     total.backward()
+    if stats is not None:
+        stats.update(preference_metrics(pc, pr, ref_c, ref_r, beta), grad_norm=grad_norm(policy))
     opt.step()
     return (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), total.item()
 
@@ -102,7 +110,7 @@ def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
 
 
 def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
-              every=25, evaluate=None, monitor=None):
+              every=25, evaluate=None, monitor=None, loggers=None):
     """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).
 
     The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now). With
@@ -111,6 +119,11 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     reference (before that step's update, as the chapter logs them), and ``evaluate(policy)``.
     Pass a list as ``monitor`` to also get (step, d_chosen, d_rejected) at every step: the DPO
     dashboard's view, which the chapter's figure 15.2 sets beside what the policy does.
+
+    ``loggers`` (``agentrl.loggers``) get that dashboard at every step (``loss``, ``grad_norm``, ``d_chosen``,
+    ``d_rejected``, TRL's ``rewards/margins`` and ``rewards/accuracies`` ...), and ``evaluate``'s figures under
+    ``eval/`` every ``every`` steps: pass an ``evaluate`` that counts invalid calls to watch them beside it
+    (section 15.6). An ``evaluate`` key that is one of the row's own raises ValueError.
     """
     pairs = list(pairs)
     if not pairs:
@@ -124,14 +137,23 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
         ref = policy if ref_model is None else ref_model
         ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
+    rep = as_reporter(loggers)
+    tokens = batch_tokens(chosen_b) + batch_tokens(rejected_b) if rep.active else 0
     log = []
     for step in range(1, steps + 1):
-        d_chosen, d_rejected, _ = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss, nll_weight)
+        started, stats = rep.clock(), {} if rep.active else None
+        d_chosen, d_rejected, value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss,
+                                                      nll_weight, stats)
+        if rep.active:
+            rep.log(step, {'loss': value, **stats, 'd_chosen': d_chosen, 'd_rejected': d_rejected}, started=started,
+                    tokens=tokens)
         if monitor is not None:
             monitor.append((step, d_chosen, d_rejected))
         if step % every == 0:
             row = {'step': step, 'd_chosen': d_chosen, 'd_rejected': d_rejected}
             if evaluate is not None:
-                row.update(evaluate(policy))
+                values = evaluate(policy)
+                merge_eval(row, values, 'train_dpo')
+                rep.log_eval(step, values)
             log.append(row)
     return log

@@ -35,11 +35,13 @@ from dataclasses import dataclass
 import torch
 
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter
 from ..model import entropy_from_logits
 from ..render import collate
 from ..rollout import rollout_groups
 from .credit import check_credit, group_credit
-from .diagnostics import informative_fraction
+from .diagnostics import informative_fraction, is_read
+from .monitors import batch_tokens, grad_norm, sample_metrics
 
 ADV_NORMS = ('mean', 'std')
 AGGS = ('token', 'seq')
@@ -181,7 +183,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
 
 
 def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate=None, every=10, ref_model=None,
-               start=0, env=DEFAULT_ENV):
+               start=0, env=DEFAULT_ENV, loggers=None):
     """``steps`` clipped group-policy-gradient steps on ``tasks``, in place -> (history, logs).
 
     ``history`` is as ``recipes.reinforce.train_rl``'s: ``(start + step, *evaluate(model))`` before
@@ -193,6 +195,11 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     The reference is ``ref_model`` if given (its KL is then logged even at ``kl_coef=0``), else a
     frozen copy of ``model`` taken before the first step when ``cfg.kl_coef > 0``, else none. Episodes are
     sampled in ``env`` (a factory or Gymnasium id, one fresh environment per episode).
+
+    ``loggers`` (``agentrl.loggers``) get every step's ``logs`` row under TRL's names (``loss``, ``pg_loss``,
+    ``entropy``, ``clip_ratio/region_mean``, ``approx_kl``, ``kl``, ``grad_norm``: means over the step's
+    updates), what its sample shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``invalid_calls`` ...)
+    and the token counts, and each evaluation under ``eval/`` (as ``train_rl``'s).
     """
     cfg = cfg or GRPOConfig()
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
@@ -209,9 +216,16 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
-    history = [(start, *evaluate(model))] if evaluate is not None else []
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
+    history = []
+    if evaluate is not None:
+        values = evaluate(model)
+        history.append((start, *values))
+        rep.log_eval(start, values)
     logs = []
     for step in range(1, steps + 1):
+        started = rep.clock()
         # 1. sample n_tasks x group episodes with the current (behaviour) policy
         trajs = rollout_groups(model, rng.sample(tasks, cfg.n_tasks), tok, cfg.group, env=env,
                                temperature=cfg.temperature, generator=gen)
@@ -225,7 +239,7 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
                 b_turn = b_turn / (b_rewards.std(1) + STD_EPS).repeat_interleave(cfg.group)[:, None]
         # 3. epochs x minibatches of clipped updates
         B = len(trajs)
-        step_stats = []
+        step_stats, watched = [], []  # the logs' stats per update; with loggers, (loss, grad norm, tokens) too
         for _ in range(cfg.epochs):
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
@@ -234,11 +248,32 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
                 loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model)
                 opt.zero_grad()
                 loss.backward()
+                if rep.active:
+                    watched.append((loss.item(), grad_norm(model), batch_tokens(mb)))
                 opt.step()
                 step_stats.append(stats)
         row = {'step': start + step, 'reward': b_rewards.mean().item(), 'informative': informative_fraction(b_rewards)}
         row.update({k: sum(s[k] for s in step_stats) / len(step_stats) for k in step_stats[0]})
         logs.append(row)
+        if rep.active:
+            rep.log(start + step, _step_metrics(row, watched, trajs, cfg.group, read), started=started,
+                    tokens=sum(w[2] for w in watched), episodes=len(trajs))
         if evaluate is not None and step % every == 0:
-            history.append((start + step, *evaluate(model)))
+            values = evaluate(model)
+            history.append((start + step, *values))
+            rep.log_eval(start + step, values)
     return history, logs
+
+
+_TRL_NAMES = {'clip_frac': 'clip_ratio/region_mean'}
+"""``logs`` keys whose logged name is TRL's (the others keep theirs)."""
+
+
+def _step_metrics(row, watched, trajs, group, read) -> dict:
+    """A step's logged monitors: its ``logs`` row under TRL's names, the mean loss and grad norm of its
+    updates (``watched``: (loss, grad norm, tokens) each), and what its sample shows."""
+    out = sample_metrics(trajs, group, read=read)
+    out.update({_TRL_NAMES.get(k, k): v for k, v in row.items() if k != 'step'})  # reward, informative: the row's
+    out['loss'] = sum(w[0] for w in watched) / len(watched)
+    out['grad_norm'] = sum(w[1] for w in watched) / len(watched)
+    return out

@@ -23,13 +23,16 @@ from __future__ import annotations
 import torch
 
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter, merge_eval
 from ..render import collate
+from .diagnostics import is_read
 from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate
+from .monitors import batch_tokens, sample_metrics
 
 
 def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16, beta=0.1, lr=1e-3, nll_weight=0.0,
-                     loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV, margin=1.0) -> list:
+                     loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV, margin=1.0, loggers=None) -> list:
     """Iterative DPO on ``tasks`` in ``env`` (a factory or Gymnasium id), in place -> log, one dict per ``every`` steps.
 
     Round r (starting at step ``r * regen_every + 1``) samples with seed ``seed + r`` and pairs
@@ -41,6 +44,11 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
     round's reference, before the step's update; 0 without pairs), ``loss``, and
     ``evaluate(policy)`` (a dict, e.g. train and held-out pass). ``margin``: the least return gap of a pair
     (``make_pairs``; 1.0 pairs the chapter's successes with failures).
+
+    ``loggers`` (``agentrl.loggers``) get, at each round's first step, what its fresh sample shows (``reward``,
+    ``invalid_calls``, ``informative`` ...) and ``pairs``; at every step with pairs, ``train_dpo``'s dashboard;
+    every ``every`` steps, ``evaluate``'s figures under ``eval/`` (a key that is one of the row's own raises
+    ValueError).
     """
     if loss not in LOSSES:
         raise ValueError(f'unknown loss {loss!r}; valid losses are {list(LOSSES)}')
@@ -49,8 +57,11 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
             raise ValueError(f'{name} must be a positive int, got {value!r}')
     tasks = list(tasks)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
     log = []
     for step in range(1, steps + 1):
+        started = rep.clock()
         if (step - 1) % regen_every == 0:  # a new round: fresh pairs, and the policy becomes the reference
             r = (step - 1) // regen_every
             sample_pass, sample = pass_rate(policy, tasks, tok, n_samples, seed=seed + r, env=env)
@@ -61,14 +72,24 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
                 rejected_b = collate([rj for _, rj in pairs], tok.pad_id)
                 with torch.no_grad():
                     ref_c, ref_r = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
+            if rep.active:
+                rep.log(step - 1, {'round': r, 'pairs': len(pairs), **sample_metrics(sample, n_samples, read=read)},
+                        started=started, episodes=len(sample))
+                started = rep.clock()
         d_chosen = d_rejected = loss_value = 0.0
         if pairs:
+            stats = {} if rep.active else None
             d_chosen, d_rejected, loss_value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta,
-                                                               loss, nll_weight)
+                                                               loss, nll_weight, stats)
+            if rep.active:
+                rep.log(step, {'loss': loss_value, **stats, 'd_chosen': d_chosen, 'd_rejected': d_rejected},
+                        started=started, tokens=batch_tokens(chosen_b) + batch_tokens(rejected_b))
         if step % every == 0:
             row = {'step': step, 'round': r, 'pairs': len(pairs), 'sample_pass': sample_pass, 'invalid': invalid,
                    'd_chosen': d_chosen, 'd_rejected': d_rejected, 'loss': loss_value}
             if evaluate is not None:
-                row.update(evaluate(policy))
+                values = evaluate(policy)
+                merge_eval(row, values, 'train_online_dpo')
+                rep.log_eval(step, values)
             log.append(row)
     return log

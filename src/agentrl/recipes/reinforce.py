@@ -19,10 +19,13 @@ import torch
 import torch.nn.functional as F
 
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter
 from ..model import entropy_from_logits, sequence_log_probs
 from ..render import collate
 from ..rollout import rollout_groups
 from .credit import check_credit, group_credit
+from .diagnostics import is_read
+from .monitors import batch_tokens, grad_norm, logp_and_entropy, sample_metrics
 
 
 def _finite(x) -> bool:
@@ -41,7 +44,7 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
 
 
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
-                   env=DEFAULT_ENV, credit='episode', gamma=1.0) -> float:
+                   env=DEFAULT_ENV, credit='episode', gamma=1.0, stats=None, read=None) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
@@ -49,6 +52,11 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     loss (section 15.6, remedies b and c). ``credit='episode'`` (the chapter's estimator) weights every action
     token by its episode's return minus the group mean; ``credit='turn'`` by its turn's reward-to-go
     (discounted by ``gamma``) minus the group's leave-one-out baseline of it (``recipes.credit``).
+
+    ``stats``, a dict, is filled with the step's monitors (``loss``, ``grad_norm``, ``entropy`` of the update's
+    logits, what the sample shows: ``monitors.sample_metrics``, and ``tokens`` / ``episodes`` counts); without it
+    none is computed. ``read``: the environment's test of a looking call for ``reads_first`` (default
+    ``diagnostics.is_read(env)``; ``train_rl`` resolves it once).
     """
     _check(n_tasks, group, temperature, entropy_bonus)
     check_credit(credit, gamma)
@@ -61,6 +69,8 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
         logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
         logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
         entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
+    elif stats is not None:  # the same log-probs, and the entropy of their logits
+        logp, entropy = logp_and_entropy(model, b)  # [B, T-1], float
     else:
         logp = sequence_log_probs(model, b['ids'], b['lengths'])  # [B, T-1]
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
@@ -68,18 +78,27 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
         pg_loss = pg_loss - entropy_bonus * entropy
     opt.zero_grad()
     pg_loss.backward()
+    if stats is not None:
+        stats.update(sample_metrics(trajs, group, read=read or is_read(env)), loss=pg_loss.item(),
+                     grad_norm=grad_norm(model), entropy=entropy.item() if entropy_bonus else entropy,
+                     tokens=batch_tokens(b), episodes=len(trajs))
     opt.step()
     return b['rewards'].view(n_tasks, group).mean().item()
 
 
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
-             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0):
+             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
     first step and every ``every`` steps. ``start`` offsets the step numbers, so a cold-started
     run continues the x axis of its SFT phase. ``temperature``, ``entropy_bonus``, ``env``, ``credit`` and
     ``gamma``: see ``reinforce_step``.
+
+    ``loggers`` (``agentrl.loggers``) get every step's ``loss``, ``grad_norm``, ``entropy`` and what its sample
+    shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``informative``, ``invalid_calls``,
+    ``reads_first`` ...), on the step axis ``start + step``, and each evaluation under ``eval/`` (a tuple's
+    entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names).
     """
     _check(n_tasks, group, temperature, entropy_bonus, lr)
     check_credit(credit, gamma)
@@ -87,9 +106,22 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
         raise ValueError(f'n_tasks ({n_tasks}) exceeds the {len(list(tasks))} tasks given')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
-    history = [(start, *evaluate(model))] if evaluate is not None else []
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
+    history = []
+    if evaluate is not None:
+        values = evaluate(model)
+        history.append((start, *values))
+        rep.log_eval(start, values)
     for step in range(1, steps + 1):
-        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma)
+        started, stats = rep.clock(), {} if rep.active else None
+        reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
+                       stats, read)
+        if rep.active:
+            tokens, episodes = stats.pop('tokens'), stats.pop('episodes')
+            rep.log(start + step, stats, started=started, tokens=tokens, episodes=episodes)
         if evaluate is not None and step % every == 0:
-            history.append((start + step, *evaluate(model)))
+            values = evaluate(model)
+            history.append((start + step, *values))
+            rep.log_eval(start + step, values)
     return history

@@ -12,7 +12,10 @@ import random
 from collections import Counter
 
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter
+from .diagnostics import is_read
 from .evaluation import pass_rate
+from .monitors import filter_metrics, sample_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
 from .sft import sft_train
@@ -70,7 +73,7 @@ def _hacks(kept):
 
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                      reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
-                     temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD):
+                     temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None):
     """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
 
     Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
@@ -82,10 +85,18 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
     ``temperature`` in ``env`` (a factory or Gymnasium id; ``hacks`` is None when its episodes report no
     ``info['hidden_pass']``). A round in which no episode reaches the threshold trains on nothing and warns
     (``recipes.outcomes.NoSignalWarning``), naming the threshold and the returns it saw.
+
+    ``loggers`` (``agentrl.loggers``) get, each round, what its sample shows (``reward``, ``informative``,
+    ``invalid_calls``, ``reads_first`` ...) and what the filter kept (``filter/kept``, ``filter/kept_distinct``,
+    ``filter/hacks``: the gap to the hidden check), then every SFT step's ``loss``, ``grad_norm``, ``entropy``,
+    and ``evaluate``'s figures under ``eval/`` (the step axis: ``recipes.rounds``).
     """
     threshold = check_threshold(threshold)
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
 
     def one_round(k):
+        started = rep.clock()
         rate, sample = pass_rate(model, tasks, tok, n_samples, temperature=temperature, seed=sample_seed + k,
                                  reward=reward, env=env)
         kept = keep_successes(sample, threshold)
@@ -96,9 +107,13 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
         row = {'round': k, 'rate': rate, 'kept': kept, 'solved': sorted({t.info['task'] for t in kept}),
                'hacks': _hacks(kept),
                'first_actions': Counter(t.info['actions'][0] for t in kept)}
+        if rep.active:
+            rep.log(k * steps, {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
+                                **filter_metrics(kept, sample, threshold)}, started=started, episodes=len(sample))
         if not kept:
             warn_no_signal(f'expert_iteration round {k}', f'no episode reached the threshold {threshold:g}', sample)
             return row, None
-        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k)
+        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k,
+                                      loggers=rep.shifted(k * steps))
 
-    return run_rounds(model, rounds, one_round, evaluate)
+    return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'expert_iteration')

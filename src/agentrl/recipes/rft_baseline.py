@@ -31,10 +31,12 @@ from __future__ import annotations
 import torch
 
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter
 from ..model import sequence_log_probs
 from ..render import collate
-from .diagnostics import informative_fraction
+from .diagnostics import informative_fraction, is_read
 from .evaluation import pass_rate
+from .monitors import batch_tokens, filter_metrics, grad_norm, logp_and_entropy, sample_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
 
@@ -64,15 +66,20 @@ def weighted_sft_loss(model, batch, weights: torch.Tensor) -> torch.Tensor:
     gradient loss when ``w = R``, and the baseline policy gradient when ``w = R - b``.
     """
     logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
-    mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
+    return _weighted_nll(logp, batch['action_mask'], weights)
+
+
+def _weighted_nll(logp, mask, weights) -> torch.Tensor:
+    """``weighted_sft_loss`` from the log-probs: ``logp [B, T-1]``, ``mask [B, T-1]``, ``weights [B]`` -> scalar."""
     w = weights.to(logp.dtype)[:, None]  # [B, 1]
     return -(w * logp * mask).sum() / mask.sum()
 
 
-def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0) -> list:
+def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0, loggers=None) -> list:
     """``sft_train`` with a weight per trajectory: minibatches drawn with replacement, AdamW -> losses.
 
-    With every weight 1 it takes exactly ``sft_train``'s steps (same draws from ``seed``).
+    With every weight 1 it takes exactly ``sft_train``'s steps (same draws from ``seed``). ``loggers`` get
+    what ``sft_train``'s do, every step.
     """
     trajs, weights = list(trajs), torch.as_tensor(weights, dtype=torch.float).view(-1)  # [N]
     if not trajs:
@@ -81,20 +88,31 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
         raise ValueError(f'one weight per trajectory: got {len(weights)} weights for {len(trajs)} trajectories')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
+    rep = as_reporter(loggers)
     losses = []
-    for _ in range(steps):
+    for step in range(1, steps + 1):
+        started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)  # [b]
-        loss = weighted_sft_loss(model, collate([trajs[i] for i in idx.tolist()], tok.pad_id), weights[idx])
+        batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
+        if rep.active:  # the same loss, and the entropy of its logits
+            logp, entropy = logp_and_entropy(model, batch)  # [b, T-1], float
+            loss = _weighted_nll(logp, batch['action_mask'], weights[idx])
+        else:
+            loss = weighted_sft_loss(model, batch, weights[idx])
         opt.zero_grad()
         loss.backward()
+        norm = grad_norm(model) if rep.active else None
         opt.step()
         losses.append(loss.item())
+        if rep.active:
+            rep.log(step, {'loss': losses[-1], 'grad_norm': norm, 'entropy': entropy}, started=started,
+                    tokens=batch_tokens(batch))
     return losses
 
 
 def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                            reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV,
-                           threshold=DEFAULT_THRESHOLD):
+                           threshold=DEFAULT_THRESHOLD, loggers=None):
     """Expert iteration with a group baseline: sample -> weight -> weighted SFT, in place -> one dict per round.
 
     As ``recipes.rejection.expert_iteration`` (same seeds: round k samples with ``sample_seed + k``
@@ -107,11 +125,19 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
     (episodes trained with positive and negative weight), ``min_weight``, ``solved`` (task names
     with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict). Episodes are
     sampled in ``env`` (a factory or Gymnasium id). A round with no success warns and trains on nothing.
+
+    ``loggers`` (``agentrl.loggers``) get, each round, what its sample shows (``reward``, ``informative`` ...),
+    ``filter/kept`` (the successes trained with weight > 0), ``rft/negatives`` and ``rft/min_weight``, then every
+    weighted SFT step's ``loss``, ``grad_norm``, ``entropy``, and ``evaluate``'s under ``eval/``
+    (``recipes.rounds``).
     """
     threshold = check_threshold(threshold)
     tasks = list(tasks)
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
 
     def one_round(k):
+        started = rep.clock()
         rate, sample = pass_rate(model, tasks, tok, n_samples, seed=sample_seed + k, reward=reward, env=env)
         success = torch.tensor([float(is_success(t, threshold)) for t in sample]).view(len(tasks), n_samples)  # [tasks, G]
         weights = group_baseline_weights(success, keep_all_pass).view(-1)  # [B]
@@ -120,12 +146,18 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
                'min_weight': min((w for _, w in pool), default=0.0),
                'solved': sorted({t.info['task'] for t, ok in zip(sample, success.view(-1).tolist()) if ok}),
                'informative': informative_fraction(success)}
+        if rep.active:
+            positive = [t for t, w in pool if w > 0]
+            rep.log(k * steps, {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
+                                **filter_metrics(positive, sample, threshold), 'rft/negatives': row['n_neg'],
+                                'rft/min_weight': row['min_weight']}, started=started, episodes=len(sample))
         if not pool:
             why = (f'no episode reached the threshold {threshold:g}' if not success.any() else
                    'every group passed, and keep_all_pass=False gives an all-pass group no weight')
             warn_no_signal(f'rft_baseline_iteration round {k}', why, sample)
             return row, None
         return row, lambda: weighted_sft_train(model, [t for t, _ in pool], [w for _, w in pool], tok, steps=steps,
-                                               lr=lr, batch_size=batch_size, seed=sft_seed + k)
+                                               lr=lr, batch_size=batch_size, seed=sft_seed + k,
+                                               loggers=rep.shifted(k * steps))
 
-    return run_rounds(model, rounds, one_round, evaluate)
+    return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'rft_baseline_iteration')

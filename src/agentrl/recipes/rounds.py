@@ -6,8 +6,14 @@ Each of them repeats, from the current model, in place::
         sample from the policy, choose what to train on     (the recipe's own round: row, train)
         train on it, if anything was chosen                 (SFT or weighted SFT)
         row.update(evaluate(model))                         (optional, after the round's training)
+
+The logged records (``loggers=``) share one step axis, the SFT steps: round k's sample is reported at step
+``k * steps``, its SFT steps at ``k * steps + 1 ... (k + 1) * steps``, its evaluation (``eval/...``) at
+``(k + 1) * steps``, whether or not the round trained.
 """
 from __future__ import annotations
+
+from ..loggers.protocol import Reporter, merge_eval
 
 
 def check_rounds(rounds) -> int:
@@ -16,18 +22,23 @@ def check_rounds(rounds) -> int:
     return rounds
 
 
-def run_rounds(model, rounds: int, one_round, evaluate=None) -> list:
+def run_rounds(model, rounds: int, one_round, evaluate=None, rep: Reporter | None = None, steps: int = 0,
+               recipe: str = 'a round') -> list:
     """``rounds`` rounds of ``one_round(k) -> (row, train)`` -> one dict per round.
 
     ``row`` is the round's dict; ``train`` a callable that trains the model on what the round chose, or None
     when it chose nothing (the recipe has already warned). ``evaluate(model)`` (a dict) is merged into the row
-    after the round's training."""
+    after the round's training (ValueError if one of its keys is the row's own), and reported to ``rep`` under
+    ``eval/`` at step ``(k + 1) * steps``."""
     history = []
     for k in range(check_rounds(rounds)):
         row, train = one_round(k)
         if train is not None:
             train()
         if evaluate is not None:
-            row.update(evaluate(model))
+            values = evaluate(model)
+            merge_eval(row, values, recipe)
+            if rep is not None:
+                rep.log_eval((k + 1) * steps, values)
         history.append(row)
     return history

@@ -10,23 +10,31 @@ import math
 
 import torch
 
+from ..loggers.protocol import as_reporter
 from ..model import sequence_log_probs
 from ..render import collate
+from .monitors import batch_tokens, grad_norm, logp_and_entropy
 
 
 def sft_loss(model, batch) -> torch.Tensor:
     """Masked NLL on policy tokens: batch from collate (ids [B, T], action_mask [B, T-1]) -> scalar (section 15.1)."""
     logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
-    mask = batch['action_mask']  # [B, T-1], 1 on policy tokens
+    return masked_nll(logp, batch['action_mask'])
+
+
+def masked_nll(logp, mask) -> torch.Tensor:
+    """``sft_loss`` from the log-probs: ``logp [B, T-1]``, ``mask [B, T-1]`` (1 on policy tokens) -> scalar."""
     return -(logp * mask).sum() / mask.sum()
 
 
-def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10):
+def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10, loggers=None):
     """Minibatch SFT on trajectories with sft_loss; hook(step) runs every `every` steps -> list of losses (section 15.2).
 
     Each step samples ``batch_size`` trajectories with replacement (seeded by ``seed``), takes one
     AdamW step on ``sft_loss``, and calls ``hook(step)`` every ``every`` steps, so an experiment can
-    evaluate or snapshot the model without restarting the optimizer.
+    evaluate or snapshot the model without restarting the optimizer. ``loggers`` (a logger or a list,
+    ``agentrl.loggers``) get ``loss``, ``grad_norm``, ``entropy`` and the token counts at every step
+    (``loggers.names.RECIPE_METRICS['sft_train']``); without them nothing of the kind is computed.
     """
     trajs = list(trajs)
     if not trajs:
@@ -38,14 +46,25 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
         raise ValueError(f'lr must be a finite number > 0, got {lr!r}')
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
+    rep = as_reporter(loggers)
     losses = []
     for step in range(1, steps + 1):
+        started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)
-        loss = sft_loss(model, collate([trajs[i] for i in idx.tolist()], tok.pad_id))
+        batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
+        if rep.active:  # the same loss, and the entropy of its logits
+            logp, entropy = logp_and_entropy(model, batch)  # [B, T-1], float
+            loss = masked_nll(logp, batch['action_mask'])
+        else:
+            loss = sft_loss(model, batch)
         opt.zero_grad()
         loss.backward()
+        norm = grad_norm(model) if rep.active else None
         opt.step()
         losses.append(loss.item())
+        if rep.active:
+            rep.log(step, {'loss': losses[-1], 'grad_norm': norm, 'entropy': entropy}, started=started,
+                    tokens=batch_tokens(batch))
         if hook is not None and step % every == 0:
             hook(step)
     return losses

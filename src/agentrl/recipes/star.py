@@ -31,10 +31,13 @@ import torch
 
 from ..envs.play import oracle_calls
 from ..envs.protocol import DEFAULT_ENV
+from ..loggers.protocol import as_reporter
 from ..policy import as_renderer
 from ..render import Trajectory
 from ..rollout import rollout_groups
+from .diagnostics import is_read
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
+from .monitors import filter_metrics, sample_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
 from .sft import sft_train
@@ -104,7 +107,7 @@ def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEF
 
 
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,
-                   lr=3e-3, batch_size=32, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD) -> list:
+                   lr=3e-3, batch_size=32, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None) -> list:
     """Rounds of STaR with rationalization in ``env``, in place -> one dict per round (exercise 3).
 
     All rollouts (plain and rationalized, in that order each round) draw from one
@@ -119,12 +122,20 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
     - whatever ``evaluate(model)`` returns (a dict, e.g. ``family_pass``), after the round's SFT.
 
     A round with nothing kept warns (``recipes.outcomes.NoSignalWarning``) and trains on nothing.
+
+    ``loggers`` (``agentrl.loggers``) get, each round, what the plain sample shows (``reward``,
+    ``informative`` ...), what was kept (``filter/*``, ``star/rationalized``, ``star/forced_rate``), then every
+    SFT step's ``loss``, ``grad_norm``, ``entropy``, and ``evaluate``'s figures under ``eval/``
+    (the step axis: ``recipes.rounds``).
     """
     threshold = check_threshold(threshold)
     tasks = list(tasks)
     gen = torch.Generator().manual_seed(seed)
+    rep = as_reporter(loggers)
+    read = is_read(env) if rep.active else None
 
     def one_round(k):
+        started = rep.clock()
         sample = rollout_groups(model, tasks, tok, n_samples, env=env, generator=gen)
         plain = [t for t in sample if is_success(t, threshold)]
         solved = {t.info['task'] for t in plain}
@@ -138,10 +149,18 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
                'n_rationalized': len(rationalized),
                'forced_rate': sum(t.reward for t in forced) / len(forced) if forced else None,
                'n_plain': len(plain), 'n_kept': len(kept), 'kept': kept}
+        if rep.active:
+            metrics = {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
+                       **filter_metrics(kept, sample, threshold), 'star/rationalized': len(rationalized),
+                       'star/failed_tasks': len(failed)}
+            if forced:
+                metrics['star/forced_rate'] = row['forced_rate']
+            rep.log(k * steps, metrics, started=started, episodes=len(sample) + len(forced))
         if not kept:
             warn_no_signal(f'star_iteration round {k}', f'no episode, plain or rationalized, reached the threshold '
                            f'{threshold:g}', sample + forced)
             return row, None
-        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=seed + k)
+        return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=seed + k,
+                                      loggers=rep.shifted(k * steps))
 
-    return run_rounds(model, rounds, one_round, evaluate)
+    return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'star_iteration')
