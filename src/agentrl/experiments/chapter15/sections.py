@@ -20,7 +20,8 @@ from ...model import sequence_log_probs
 from ...recipes.diagnostics import probe, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ...recipes.reinforce import train_rl
-from ...recipes.rejection import dedup_by_actions, expert_iteration, family_share
+from ...recipes.outcomes import is_success
+from ...recipes.rejection import dedup_by_actions, expert_iteration, family_share, keep_successes
 from ...recipes.sft import sft_loss, sft_train
 from ...render import OWNER, collate
 from ...rollout import scripted_rollout
@@ -104,12 +105,14 @@ class Sections:
             return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
 
         rate, sample = self.pass_rate(weak, self.train, self.cfg.eval_samples, 7 + s)
-        kept = [t for t in sample if t.reward == 1.0]
+        kept = keep_successes(sample)  # the filter: a return that reaches 1 (the chapter's reward 1)
         gap = cosine = scale = None
         if kept:
             b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
             logp = sequence_log_probs(weak, b_all['ids'], b_all['lengths'])  # [B, T-1]
-            mask, rewards = b_all['action_mask'], b_all['rewards'][:, None]  # [B, T-1], [B, 1]
+            # the 0/1 policy gradient weighs each episode by whether the filter keeps it (its reward, in the chapter)
+            rewards = torch.tensor([float(is_success(t)) for t in sample])[:, None]  # [B, 1]
+            mask = b_all['action_mask']  # [B, T-1]
             g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
             g_rft = flat_grad(sft_loss(weak, b_kept), weak)
             scale = (b_kept['action_mask'].sum() / mask.sum()).item()
