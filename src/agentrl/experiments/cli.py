@@ -112,6 +112,9 @@ def add_commands(sub):
                      f'{usable_cores()} here; 1: every section in this process). Figures equal --jobs 1 at the same '
                      'thread count per section (e.g. --threads 1 for both)')
     rep.add_argument('--quiet', action='store_true', help="don't echo the chapter's printed lines")
+    rep.add_argument('--logdir', default=None, metavar='DIR',
+                     help='write every recipe run\'s monitors to DIR/RECIPE/LABEL/seedN: metrics.jsonl, and TensorBoard '
+                     "event files with the tensorboard extra (tensorboard --logdir DIR); figures are unchanged")
     rep.add_argument('--strict', action='store_true', help="exit 1 if any finding (the chapter's own environment: "
                      'band; else: claim that applies) does not hold')
     rep.add_argument('--extended', action='store_true', help='after the chapter, run its exercises and a clipped '

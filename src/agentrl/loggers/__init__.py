@@ -15,8 +15,8 @@ from .jsonl import SCHEMA, JsonlLogger, jsonl_header, read_jsonl, series
 from .names import CONDITIONAL, METRICS, RECIPE_METRICS, Metric
 from .protocol import EVAL_PREFIX, Logger, Reporter, as_reporter
 from .runs import METRICS_FILE, LoggerSet, MemoryLogger, open_run, run_dir, run_name
-from .tensorboard import TensorBoardLogger
+from .tensorboard import TensorBoardLogger, tensorboard_available
 
 __all__ = ['CONDITIONAL', 'EVAL_PREFIX', 'METRICS', 'METRICS_FILE', 'RECIPE_METRICS', 'SCHEMA', 'JsonlLogger', 'Logger',
            'LoggerSet', 'MemoryLogger', 'Metric', 'Reporter', 'TensorBoardLogger', 'as_reporter', 'jsonl_header',
-           'open_run', 'read_jsonl', 'run_dir', 'run_name', 'series']
+           'open_run', 'read_jsonl', 'run_dir', 'run_name', 'series', 'tensorboard_available']

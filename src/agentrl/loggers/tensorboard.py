@@ -11,6 +11,12 @@ INSTALL = "pip install 'agentrl[tensorboard]'"
 """How to get the optional dependency (the ``tensorboard`` package, which ``torch.utils.tensorboard`` needs)."""
 
 
+def tensorboard_available() -> bool:
+    """Whether the optional ``tensorboard`` package is installed (``TensorBoardLogger`` needs it); imports nothing."""
+    from importlib.util import find_spec
+    return find_spec('tensorboard') is not None
+
+
 def summary_writer_class():
     """``torch.utils.tensorboard.SummaryWriter``, or ImportError saying how to install it."""
     try:

@@ -13,7 +13,8 @@ import torch
 from ..chat import replay
 from ..envs.protocol import DEFAULT_ENV, env_attr, find_task
 from ..render import OWNER, Trajectory, collate
-from .evaluation import action_entropy, family_rates, pass_rate
+from .evaluation import action_entropy, pass_rate
+from .outcomes import DEFAULT_THRESHOLD, success_rate
 
 
 def informative_fraction(rewards: torch.Tensor) -> float:
@@ -48,21 +49,29 @@ def reads_first(trajs, env=DEFAULT_ENV) -> float:
     return sum(bool(t.info['actions']) and read(t.info['actions'][0]) for t in trajs) / len(trajs)
 
 
-def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAULT_ENV) -> dict:
+def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAULT_ENV,
+             threshold=DEFAULT_THRESHOLD) -> dict:
     """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2).
+
+    Pass is the share of episodes whose return reaches ``threshold`` (``recipes.outcomes.success_rate``): with
+    0/1 rewards, ``pass_rate``'s mean return; with partial credit, the wins only.
 
     ``by_family`` adds ``held_by_family``: held-out pass per task group (BugFix: bug family), from the same
     held-out episodes. ``reads``: the share of train episodes with a call that only looks (``is_read``).
     """
-    rate_train, trajs = pass_rate(model, train, tok, n, seed=seed, env=env)
-    rate_held, held = pass_rate(model, heldout, tok, n, seed=seed, env=env)
+    _, trajs = pass_rate(model, train, tok, n, seed=seed, env=env)
+    _, held = pass_rate(model, heldout, tok, n, seed=seed, env=env)
     read = is_read(env)
-    out = {'train': rate_train, 'held': rate_held,
+    out = {'train': success_rate(trajs, threshold), 'held': success_rate(held, threshold),
            'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs),
            'reads': sum(any(map(read, t.info['actions'])) for t in trajs) / len(trajs),
            'entropy': action_entropy(model, collate(trajs, tok.pad_id))}
     if by_family:
-        out['held_by_family'] = family_rates(held)
+        groups = {}
+        for t in held:
+            if t.info.get('group') is not None:
+                groups.setdefault(t.info['group'], []).append(t)
+        out['held_by_family'] = {g: success_rate(ts, threshold) for g, ts in groups.items()}
     return out
 
 

@@ -39,10 +39,12 @@ class Beyond:
 
         # exercise 3: STaR rationalization vs plain expert iteration (15.3)
         star = {}
-        for label, mask in [('STaR, forced op masked', True), ('STaR, forced op trained', False)]:
+        for label, mask, run in [('STaR, forced op masked', True, 'forced_masked'),
+                                 ('STaR, forced op trained', False, 'forced_trained')]:
             model = copy.deepcopy(weak)
             hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size, env=env)
+                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size, env=env,
+                                  loggers=self.monitor_run('star_iteration', run))
             star[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
 
         # exercise 4: RFT with a group baseline vs RFT (15.3)
@@ -51,11 +53,11 @@ class Beyond:
 
         def after(m):
             hist_b.append((c.rft_steps * len(hist_b), *self.evaluate(m)))
-            return {}
+            return {'train': hist_b[-1][1], 'held': hist_b[-1][2]}  # logged as eval/train, eval/held
 
         rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after,
-                               env=env)
+                               env=env, loggers=self.monitor_run('rft_baseline_iteration', 'group_baseline'))
 
         # online / iterative DPO vs offline DPO (15.4, 15.6), and the loss choice
         def evaluate_dpo(m):
@@ -64,16 +66,17 @@ class Beyond:
                     'eval_invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
         dpo_new = {}
-        for label, nll in [('online DPO', 0.0), ('online DPO + NLL', 1.0)]:
+        for label, nll, run in [('online DPO', 0.0, 'online'), ('online DPO + NLL', 1.0, 'online_nll')]:
             model = copy.deepcopy(weak)
             dpo_new[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
                                               n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
-                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every, env=env)
+                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every, env=env,
+                                              margin=c.dpo_margin, loggers=self.monitor_run('train_online_dpo', run))
         for loss in ['ipo', 'hinge']:
             model, pairs = copy.deepcopy(weak), self._pairs()
             dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
                 model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
-                evaluate=evaluate_dpo) if pairs else []
+                evaluate=evaluate_dpo, loggers=self.monitor_run('train_dpo', loss)) if pairs else []
         for rows_ in dpo_new.values():  # one name for the invalid calls the policy makes in evaluation
             for r in rows_:
                 if 'eval_invalid' in r:
@@ -82,21 +85,23 @@ class Beyond:
         # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
         sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
                                     every=c.sft_every, group=c.probe_group, seed=0 + s, lr=c.sft_lr,
-                                    batch_size=c.sft_batch_size, env=env)
+                                    batch_size=c.sft_batch_size, env=env,
+                                    loggers=self.monitor_run('select_sft_checkpoint', 'probe'))
         rl = {}
-        for label, start in [(f'chosen (step {sel.step})', sel.best), (f'last (step {c.sft_steps})', sel.last)]:
+        for label, start, run in [(f'chosen (step {sel.step})', sel.best, 'from_chosen'),
+                                  (f'last (step {c.sft_steps})', sel.last, 'from_last')]:
             model = copy.deepcopy(start)
-            rl[label] = self._rl(model, c.rl_cold_steps)
+            rl[label] = self._rl(model, c.rl_cold_steps, run)
 
         # a clipped group-policy-gradient trainer vs REINFORCE (15.5), same episodes per step
         grpo = {}
-        for label, name, steps, start in [('SFT -> GRPO', 'sft_step20', c.rl_cold_steps, c.cold_start_step),
-                                          ('GRPO only', 'weak', c.rl_only_steps, 0)]:
+        for label, name, steps, start, run in [('SFT -> GRPO', 'sft_step20', c.rl_cold_steps, c.cold_start_step, 'sft_grpo'),
+                                               ('GRPO only', 'weak', c.rl_only_steps, 0, 'grpo_only')]:
             model = copy.deepcopy(self._model(name))
             knobs = GRPOConfig(n_tasks=c.rl_tasks, group=c.rl_group, lr=c.rl_lr, temperature=c.rl_temperature,
                                ent_coef=c.rl_entropy_bonus, seed=0 + s)  # the same samples and knobs as REINFORCE
             hist, logs = train_grpo(model, self.train, tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
-                                    start=start, env=env)
+                                    start=start, env=env, loggers=self.monitor_run('train_grpo', run))
             grpo[label] = {'hist': hist, 'logs': logs}
 
         # the chapter's figures, now that every other section has finished

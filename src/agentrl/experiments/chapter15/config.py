@@ -92,6 +92,9 @@ class Ch15Config:
     """AdamW learning rate of DPO (15.4, 15.6)."""
     dpo_beta: float = 0.1
     """DPO's beta: how strongly the log-ratio margin is scaled (15.4, 15.6)."""
+    dpo_margin: float = 1.0
+    """The least gap of returns between a DPO pair's chosen and rejected episodes (``make_pairs``, 15.4, 15.6).
+    With 0/1 rewards, 1.0 pairs a success against a failure; a game that pays partial credit sets less."""
     sample_temperature: float = 1.0
     """Temperature of the episodes RFT, the public filter and the DPO pairs are built from (15.3, 15.4, 15.6).
     Evaluations always sample at 1."""
@@ -186,7 +189,7 @@ RANGES = {
     'rl_tasks': Bound(1, why="and at most the environment's train tasks"),
     'rl_group': Bound(2, why="REINFORCE's baseline is the group's mean: a group of one has no advantage to learn from"),
     'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
-    'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
+    'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),
     'model.n_layers': Bound(1), 'model.n_heads': Bound(1),

@@ -22,9 +22,11 @@ GAME = 'game:GuessTheNumber-v0-hard'
 N_TRAIN, N_HELDOUT = 24, 12
 """Seeds 0-23 train, 24-35 are held out (held-out games are dealt by seeds the training never saw; the game
 hides one of 50 numbers, so some held-out numbers are also hidden in a train game)."""
-BUDGETS = {'model.block_size': 232}
+BUDGETS = {'model.block_size': 232, 'dpo_margin': 0.5}
 """The longest episode is 227 word-level tokens (``<bos>``, the 100-word prompt, seven one-word guesses and
-their replies), so the TinyAgent's window is cut to 232; the chapter's training budgets are kept."""
+their replies), so the TinyAgent's window is cut to 232; the chapter's training budgets are kept. A lost game pays
+up to 0.98, so DPO's pairs need a margin below 1 (at 1.0 a win pairs only with a lost game that also paid for an
+unreadable guess): 0.5 pairs an episode with one of its game that scored at least half the reward range lower."""
 
 
 @lru_cache(maxsize=None)

@@ -180,7 +180,7 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
 
 def run_section(out: str, seed: int, config: dict, section: str, threads: int, extended: bool = False,
                 overrides: dict | None = None, policy: str = 'tiny', episodes=(), parent: int | None = None,
-                env: str | None = None, scheduled=None) -> dict:
+                env: str | None = None, scheduled=None, logdir: str | None = None) -> dict:
     """Run one section of the reproduction in ``out`` (a worker job) -> {'section', 'results', 'lines', 'seconds', ...}.
 
     Builds a ``Reproduction`` with ``resume=True`` on the parent's folder and settings (``config``: ``asdict`` of a
@@ -197,7 +197,7 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
     from .reproduction import Reproduction
 
     run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),
-                       extended=extended, overrides=overrides, policy=policy, env=env or DEFAULT)
+                       extended=extended, overrides=overrides, policy=policy, env=env or DEFAULT, logdir=logdir)
     run.wait_for = lambda name: wait_for(Path(out) / 'results.json', seed, parent, name, scheduled=scheduled)
     results, lines, seconds = run.run_section(section)
     t0 = time.perf_counter()
@@ -234,7 +234,8 @@ def run_sections(chapter, todo) -> None:
     episodes[shortest] = EPISODES['15.2'] + episodes[shortest]
     args = dict(config=asdict(chapter.cfg), threads=chapter.worker_threads, extended='beyond' in chapter.sections,
                 overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid(),
-                env=chapter.env.name, scheduled=tuple(chapter.sections))
+                env=chapter.env.name, scheduled=tuple(chapter.sections),
+                logdir=None if chapter.logdir is None else str(chapter.logdir))
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
     pending, inflight, free = list(order), {}, list(range(1, n + 1))
     old_term = exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)

@@ -70,7 +70,8 @@ def make_run(args, config, overrides: dict, jobs: int, console, env: str):
     from .chapter import Chapter15
     log = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
     return Chapter15(Path(args.out), seed=args.seed, resume=args.resume, log=log, config=config, extended=args.extended,
-                     overrides=overrides, policy=args.policy, jobs=jobs, worker_threads=args.threads or None, env=env)
+                     overrides=overrides, policy=args.policy, jobs=jobs, worker_threads=args.threads or None, env=env,
+                     logdir=args.logdir)
 
 
 def announce(console, args, run, overrides: dict, jobs: int) -> None:
@@ -83,6 +84,12 @@ def announce(console, args, run, overrides: dict, jobs: int) -> None:
         k = run.worker_threads
         say(f'--jobs {jobs}: 15.1 and 15.2 here, then the later sections in up to {jobs} worker processes, '
             f'{k} torch thread{"s" if k > 1 else ""} each')
+    if run.logdir is not None:
+        from ...loggers import tensorboard_available
+        from ...loggers.tensorboard import INSTALL
+        say(f'monitors of every recipe run -> {run.logdir}/RECIPE/LABEL/seed{run.seed}/metrics.jsonl' +
+            (' and TensorBoard event files (tensorboard --logdir ' + str(run.logdir) + ')' if tensorboard_available()
+             else f' (JSON Lines only: TensorBoard event files need {INSTALL})'))
     if run.env.bands is None:  # not the chapter's own environment: say which it is
         from ...envs.protocol import env_name
         say(f'chapter 15 on {run.env.title} ({env_name(run.env.env_id)}): {len(run.train)} train and '

@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from ...checkpoint import load_model, save_checkpoint
+from ...loggers import open_run, run_dir, tensorboard_available
 from ...model import TinyAgent
 from ...recipes.diagnostics import describe
 from ...recipes.evaluation import pass_rate
+from ...recipes.outcomes import success_rate
 from ...render import collate
 from ...rollout import scripted_rollout
 from ...trajio import save_trajectories
@@ -132,11 +135,13 @@ class Reproduction(Sections, Beyond):
     """One reproduction of chapter 15 in ``out``, every section in this process; ``run()`` executes (or resumes) each."""
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
-                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', env: str = DEFAULT):
+                 extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', env: str = DEFAULT,
+                 logdir=None):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to (default: the chapter's budgets with ``env``'s own). Checks every setting before any
         work: a bad one raises ValueError naming it. ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or
         ``'gpt2'`` / ``'llama'`` (see ``_new_model``). ``env``: the environment, by its ``--env`` name (``envs.py``).
+        ``logdir``: where every recipe run writes its monitors (``--logdir``; ``monitor_run``), or None for no logging.
         Writes nothing: ``run()`` takes the folder (``session``)."""
         check_seed(seed)
         self.env = get_env(env)
@@ -154,6 +159,9 @@ class Reproduction(Sections, Beyond):
         self.wait_for = None
         """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
         self.ckpt = self.out / 'checkpoints'
+        self.logdir = None if logdir is None else Path(logdir)
+        """The log folder of the recipes' monitors (``monitor_run``), or None."""
+        self._runs = []
         self.models, self.data = {}, {}
         self._lock, self._cleared = None, False
         self._load_environment()
@@ -252,8 +260,13 @@ class Reproduction(Sections, Beyond):
         self.log(line)
 
     def pass_rate(self, model, tasks, n, seed, **kw):
-        """``recipes.pass_rate`` in this run's environment."""
-        return pass_rate(model, tasks, self.tok, n, seed=seed, env=self.env.env_id, **kw)
+        """``recipes.pass_rate``'s episodes in this run's environment -> (the share that succeed, the episodes).
+
+        The chapter's pass is a success (a return that reaches 1, ``recipes.outcomes.success_rate``): with 0/1
+        rewards it equals ``recipes.pass_rate``'s mean return, and in a game that pays partial credit for a
+        near miss (``--env guess``) it counts the wins only."""
+        _, trajs = pass_rate(model, tasks, self.tok, n, seed=seed, env=self.env.env_id, **kw)
+        return success_rate(trajs), trajs
 
     def evaluate(self, model):
         """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
@@ -343,7 +356,25 @@ class Reproduction(Sections, Beyond):
             results = getattr(self, METHODS[section])()
         finally:
             self.running = None
+            while self._runs:  # the section's monitor runs (``monitor_run``), flushed and closed
+                self._runs.pop().close()
         return results, self.lines[section], time.perf_counter() - t0
+
+    def monitor_run(self, recipe: str, label: str):
+        """The loggers of one recipe run of this reproduction, to pass as the recipe's ``loggers=`` (section 15.6).
+
+        With a log folder (``--logdir``), a ``LoggerSet`` writing ``LOGDIR/RECIPE/LABEL/seedN`` (``loggers.run_dir``):
+        its ``metrics.jsonl``, and TensorBoard event files when the ``tensorboard`` extra is installed. The run
+        starts afresh (a section that runs again replaces its runs) and is closed when its section ends. Without
+        one, None: the recipe computes no monitor, and its figures are those of a run without logging."""
+        if self.logdir is None:
+            return None
+        folder = run_dir(self.logdir, recipe, self.seed, label)
+        if folder.exists():
+            shutil.rmtree(folder)
+        loggers = open_run(self.logdir, recipe, self.seed, label, tensorboard=tensorboard_available())
+        self._runs.append(loggers)
+        return loggers
 
     def save_episodes(self, per_task: int = 2, names=None):
         """Sample ``per_task`` episodes per task (all of them) from every saved policy, for the report's browser.

@@ -76,19 +76,28 @@ class Sections:
         torch.manual_seed(0 + s)
         weak = self._new_model()
         c = self.cfg
-        weak_losses = sft_train(weak, weak_play, tok, steps=c.weak_steps, lr=c.sft_lr, batch_size=c.sft_batch_size, seed=0 + s)
+        weak_losses = sft_train(weak, weak_play, tok, steps=c.weak_steps, lr=c.sft_lr, batch_size=c.sft_batch_size, seed=0 + s,
+                                loggers=self.monitor_run('sft_train', 'weak_base'))
         self._save('weak', weak)
         d_weak = self._describe(weak, 'weak base', '15.2')
         sft_model = copy.deepcopy(weak)
         hist = [(0, *self.evaluate(weak))]
+        loggers = self.monitor_run('sft_train', 'oracle')
+
+        def log_eval(step, train, held):  # the SFT curve beside the loss (sft_train's hook evaluates it)
+            if loggers is not None:
+                loggers.log({'eval/train': train, 'eval/held': held}, step)
+
+        log_eval(*hist[0])
 
         def hook(step):
             hist.append((step, *self.evaluate(sft_model)))
+            log_eval(*hist[-1])
             if step == self.cfg.cold_start_step:
                 self._save('sft_step20', copy.deepcopy(sft_model))
 
         sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=c.sft_steps, lr=c.sft_lr, batch_size=c.sft_batch_size,
-                               hook=hook, every=c.sft_every, seed=0 + s)
+                               hook=hook, every=c.sft_every, seed=0 + s, loggers=loggers)
         self._save('sft_step60', sft_model)
         self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
         d_sft = self._describe(sft_model, 'oracle SFT', '15.2', by_family=True)
@@ -130,12 +139,13 @@ class Sections:
 
         def after_round(model):
             hist_rft.append((self.cfg.rft_steps * len(hist_rft), *self.evaluate(model)))
-            return {}
+            return {'train': hist_rft[-1][1], 'held': hist_rft[-1][2]}  # logged as eval/train, eval/held
 
         c = self.cfg
         for row in expert_iteration(rft, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                     sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
-                                    temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id):
+                                    temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id,
+                                    loggers=self.monitor_run('expert_iteration', 'hidden')):
             rounds.append(row)
             k = row['round']  # the recipe counts from 0 (results.json's lists too); people read rounds from 1
             self._say(f"round {k + 1}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
@@ -157,7 +167,7 @@ class Sections:
         if 'pairs' not in self.data:
             _, sample = self.pass_rate(self._model('weak'), self.train, self.cfg.rft_samples, 300 + self.seed,
                                        temperature=self.cfg.sample_temperature)
-            self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed)
+            self.data['pairs'] = make_pairs(sample, self.train, seed=0 + self.seed, margin=self.cfg.dpo_margin)
         return self.data['pairs']
 
     def _train_dpo(self, nll_weight):
@@ -173,7 +183,8 @@ class Sections:
             return policy, [], monitor
         log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=self.cfg.dpo_beta, lr=self.cfg.dpo_lr,
                         nll_weight=nll_weight,
-                        every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor)
+                        every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor,
+                        loggers=self.monitor_run('train_dpo', 'dpo_nll' if nll_weight else 'dpo'))
         return policy, log, monitor
 
     @reads()
@@ -194,12 +205,14 @@ class Sections:
         return {'loss_values': values, 'pairs': len(pairs), 'tasks_with_pair': n_tasks, 'log': log, 'monitor': monitor}
 
     # --- 15.5 four recipes from the same weak base
-    def _rl(self, model, steps, start=0):
-        """REINFORCE with the run's RL knobs, in place -> history of (step, train pass, held-out pass)."""
+    def _rl(self, model, steps, label, start=0):
+        """REINFORCE with the run's RL knobs, in place -> history of (step, train pass, held-out pass); its monitors
+        go to the run ``train_rl/LABEL`` (``monitor_run``)."""
         c = self.cfg
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
-                        entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id)
+                        entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id,
+                        loggers=self.monitor_run('train_rl', label))
 
     @reads('15.2', '15.3')
     def s15_5(self):
@@ -208,10 +221,10 @@ class Sections:
         c = self.cfg
         cold_rl = copy.deepcopy(self._model('sft_step20'))
         n_cold = c.cold_start_step // c.sft_every + 1  # SFT curve points up to the cold start
-        hist_cold = hist_sft[:n_cold] + self._rl(cold_rl, c.rl_cold_steps, start=c.cold_start_step)[1:]
+        hist_cold = hist_sft[:n_cold] + self._rl(cold_rl, c.rl_cold_steps, 'sft_rl', start=c.cold_start_step)[1:]
         self._save('sft_rl', cold_rl)
         rl_only = copy.deepcopy(self._model('weak'))
-        hist_rl = self._rl(rl_only, c.rl_only_steps)
+        hist_rl = self._rl(rl_only, c.rl_only_steps, 'rl_only')
         self._save('rl_only', rl_only)
         hist_rft = [tuple(x) for x in self._after('15.3')['hist_rft']]  # read last: the section may run beside 15.3
         recipes = {'SFT (oracle)': hist_sft, 'RFT': hist_rft, 'SFT -> RL': hist_cold, 'RL only': hist_rl}
@@ -233,17 +246,21 @@ class Sections:
     @reads('15.3', '15.4')
     def s15_6(self):
         s, tok = self.seed, self.tok
-        probes = {}
+        probes, probe_log = {}, self.monitor_run('probe', 'sft_checkpoints')  # logged at each checkpoint's SFT step
+        sft_step = {'weak': 0, 'sft_step20': self.cfg.cold_start_step, 'sft_step60': self.cfg.sft_steps}
         for label, name in probe_labels(self.cfg.cold_start_step, self.cfg.sft_steps):
             rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s,
                                            env=self.env.env_id)
             probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
+            if probe_log is not None:
+                probe_log.log({'probe/reward': rate, 'probe/informative': informative, 'probe/entropy': ent},
+                              sft_step[name])
             self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
 
         mismatched = copy.deepcopy(self._model('weak'))
         c = self.cfg
         sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=c.mismatch_steps, lr=c.sft_lr,
-                  batch_size=c.sft_batch_size, seed=0 + s)
+                  batch_size=c.sft_batch_size, seed=0 + s, loggers=self.monitor_run('sft_train', 'mismatched'))
         self._save('mismatched', mismatched)
         demo_text = tok.decode(strip_wrappers(self.oracle_demos[0]).ids[7:16].tolist())
         self._say(f'demo text: {demo_text}', '15.6')
@@ -269,7 +286,8 @@ class Sections:
             hack_rows = expert_iteration(hacker, self.train, tok, rounds=c.hack_rounds, n_samples=c.rft_samples,
                                          steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public',
                                          lr=c.sft_lr, batch_size=c.sft_batch_size, temperature=c.sample_temperature,
-                                         evaluate=after_round, env=self.env.env_id)
+                                         evaluate=after_round, env=self.env.env_id,
+                                         loggers=self.monitor_run('expert_iteration', 'public'))
             self._save('hacker', hacker)
 
         dpo_log = self._after('15.4')['log']
