@@ -94,6 +94,26 @@ def test_report_in_chromium(browser, tmp_path_factory):
     page.close()
 
 
+def test_report_monitors_in_chromium(browser, tmp_path_factory):
+    """The "Training monitors" section of a run that logged its monitors: linked from the nav, its two figures
+    decode, its table lists every run."""
+    from test_reproduce_logdir import RUNS, logged_run_dir
+    run_dir = logged_run_dir(tmp_path_factory)
+    page = browser.new_page(viewport={'width': 1280, 'height': 1500})
+    errors = []
+    page.on('pageerror', lambda e: errors.append(str(e)))
+    page.on('console', lambda m: errors.append(m.text) if m.type == 'error' else None)
+    page.goto((run_dir / 'report.html').as_uri())
+    page.wait_for_selector('body[data-ready="1"]', timeout=20_000)
+    page.click('nav a[href="#monitors"]')
+    assert page.locator('#monitors').is_visible()
+    widths = page.evaluate("[...document.querySelectorAll('#monitors-15-6 img, #monitors-recipes img')].map(i => i.naturalWidth)")
+    assert len(widths) == 2 and min(widths) > 0
+    assert page.locator('#monitor-runs tbody tr').count() == len(RUNS)
+    assert not errors, errors
+    page.close()
+
+
 # --- the documentation site ---------------------------------------------------------------------------
 
 SITE_PAGES = ('index', 'getting-started', 'chapter', 'bands', 'claims', 'lessons', 'bugfix', 'wiring', 'tinyagent',

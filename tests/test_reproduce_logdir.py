@@ -10,8 +10,11 @@ import json
 
 import pytest
 
+from agentrl.experiments.chapter15 import html_report
 from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
+from agentrl.experiments.chapter15.probes import probe_labels
+from conftest import one_thread
 from agentrl.loggers import METRICS_FILE, RECIPE_METRICS, read_jsonl, series, tensorboard_available
 
 RUNS = {  # the chapter's recipe runs (not --extended): folder -> recipe
@@ -22,12 +25,22 @@ RUNS = {  # the chapter's recipe runs (not --extended): folder -> recipe
 }
 
 
+def logged_run_dir(tmp_path_factory):
+    """A smoke run at seed 0 with a log folder (``DIR/logs``) and its ``report.html``; made once per session (shared
+    with test_browser)."""
+    out = tmp_path_factory.getbasetemp() / 'logged_smoke_run'
+    if not (out / 'report.html').is_file():
+        with one_thread():
+            Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None, logdir=out / 'logs').run()
+            html_report.build(out)
+    return out
+
+
 @pytest.fixture(scope='module')
 def logged(tmp_path_factory):
-    """A smoke run at seed 0 with ``--logdir`` -> (its folder, its log folder, its results)."""
-    out = tmp_path_factory.mktemp('logged')
-    run = Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None, logdir=out / 'logs')
-    return out, out / 'logs', run.run()
+    """The logged smoke run -> (its folder, its log folder, its results)."""
+    out = logged_run_dir(tmp_path_factory)
+    return out, out / 'logs', json.loads((out / 'results.json').read_text())['sections']
 
 
 def records(logdir, run):
@@ -74,7 +87,8 @@ def test_the_figures_15_6_prints_are_the_logged_ones(logged):
     probe = results['15.6']['probe']
     logged_probe = dict(series(records(logdir, 'probe/sft_checkpoints'), 'probe/informative'))
     steps = [0, cfg.cold_start_step, cfg.sft_steps]
-    assert [logged_probe[k] for k in steps] == pytest.approx([row['signal'] for row in probe.values()])
+    labels = [label for label, _ in probe_labels(cfg.cold_start_step, cfg.sft_steps)]  # weak base, cold start, last
+    assert [logged_probe[k] for k in steps] == pytest.approx([probe[label]['signal'] for label in labels])
     # the public filter's kept hacks per round
     hacks = [r['metrics']['filter/hacks'] for r in records(logdir, 'expert_iteration/public') if 'filter/hacks' in r['metrics']]
     assert hacks == [row['hacks'] for row in results['15.6']['hacking']]
@@ -89,16 +103,33 @@ def test_the_figures_15_6_prints_are_the_logged_ones(logged):
 def test_results_equal_a_run_without_a_log_folder(logged, tmp_path_factory):
     from test_html_report import smoke_report_dir
     out, _, _ = logged
-    plain = smoke_report_dir(tmp_path_factory)
+    plain = smoke_report_dir(tmp_path_factory)  # the same settings and seed, no log folder
     assert json.loads((out / 'results.json').read_text())['sections'] == \
         json.loads((plain / 'results.json').read_text())['sections']
 
 
 def test_a_section_run_again_replaces_its_runs(logged, tmp_path):
     out, logdir, _ = logged
-    n = len(records(logdir, 'train_dpo/dpo'))
-    run = Chapter15(out, resume=True, config=Ch15Config.smoke(), log=lambda line: None, logdir=logdir)
+    import shutil
+    copy = tmp_path / 'run'
+    shutil.copytree(out, copy)
+    n = len(records(copy / 'logs', 'train_dpo/dpo'))
+    run = Chapter15(copy, resume=True, config=Ch15Config.smoke(), log=lambda line: None, logdir=copy / 'logs')
     run.results.pop('15.4')
     with run.session():
         run.run_here()
-    assert len(records(logdir, 'train_dpo/dpo')) == n
+    assert len(records(copy / 'logs', 'train_dpo/dpo')) == n
+
+
+def test_the_report_draws_the_monitors_from_the_logs(logged):
+    from test_html_report import parsed
+    out, logdir, _ = logged
+    page = (out / 'report.html').read_text(encoding='utf-8')
+    assert 'id="monitors"' in page and 'tensorboard --logdir' in page
+    assert len(parsed(page).tables['monitor-runs']) == len(RUNS) + 1  # and its header row
+
+
+def test_report_without_logs_has_no_monitors_section(tmp_path_factory):
+    from test_html_report import smoke_report_dir
+    page = (smoke_report_dir(tmp_path_factory) / 'report.html').read_text(encoding='utf-8')
+    assert 'id="monitors"' not in page

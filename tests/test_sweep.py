@@ -112,7 +112,7 @@ def local_sweep(tmp_path_factory):
     ref.start()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(FAULT_ENV, json.dumps(FAULTS))
-        rc = main(['sweep', '--seeds', '0-1', '--workers', '2', '--smoke', '--out', str(out)])
+        rc = main(['sweep', '--seeds', '0-1', '--workers', '2', '--smoke', '--out', str(out), '--logdir', str(out / 'logs')])
     ref.join()
     return rc, out, direct
 
@@ -124,6 +124,9 @@ def test_sweep_writes_outputs(local_sweep):
                  'seed1/checkpoints/sft_rl.safetensors']:
         assert (out / name).is_file(), name
     assert (out / 'fig15_3_recipes_ci.png').stat().st_size > 10_000
+    for seed in (0, 1):  # --logdir: every seed's recipe runs (seed 0 was killed after 15.2 and resumed)
+        for run in ('sft_train/oracle', 'train_dpo/dpo', 'train_rl/rl_only', 'expert_iteration/public'):
+            assert (out / 'logs' / run / f'seed{seed}' / 'metrics.jsonl').is_file(), (run, seed)
     sw = json.loads((out / 'sweep.json').read_text())
     assert sw['seeds'] == [0, 1] and sw['aggregated_seeds'] == [0, 1] and sw['n'] == 2 and sw['failed_seeds'] == []
     assert len(sw['findings']) == 30 and all(r['n'] == 2 for r in sw['findings'].values())

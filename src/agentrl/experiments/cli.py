@@ -167,6 +167,8 @@ def add_commands(sub):
     page = sub.add_parser('report', help="write DIR/report.html: findings, tables, figures, trajectory browser, DPO pairs")
     page.add_argument('dir', help='a reproduction folder (what `agentrl reproduce --out` wrote)')
     page.add_argument('--out', default=None, help='output file (default DIR/report.html)')
+    page.add_argument('--logdir', default=None, metavar='LOGDIR', help='the log folder of reproduce --logdir, for the '
+                      '"Training monitors" section (default: the one the run recorded, else DIR/logs)')
     page.add_argument('--checkpoint', default=None, metavar='NAME',
                       help='shade policy tokens by their log-prob under DIR/checkpoints/NAME.safetensors (e.g. sft_step60)')
     page.set_defaults(func=_report)

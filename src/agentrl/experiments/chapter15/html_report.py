@@ -11,7 +11,8 @@ The page holds, with no external resource (figures are base64 PNG data URIs, CSS
   turn markers, trained policy tokens underlined, reward and info), from one embedded JSON blob;
 - a DPO pair view over ``episodes/dpo_pairs.json``: chosen and rejected side by side, the shared
   prefix dimmed and the first divergent policy token outlined;
-- optionally (``--checkpoint NAME``) each policy token shaded by its log-prob under that checkpoint.
+- optionally (``--checkpoint NAME``) each policy token shaded by its log-prob under that checkpoint;
+- when the run logged its monitors (``reproduce --logdir``), a "Training monitors" section (``monitors_page.py``).
 
 The episodes' compact JSON is ``page_data.py``'s, the page's CSS and JS ``page_assets.py``'s; this
 module assembles the page. ``agentrl show`` (the same episodes in the terminal) is ``show.py``.
@@ -25,6 +26,7 @@ from pathlib import Path
 from ...render import OWNER
 from ...viewer import COLORS, CSS as TRAJ_CSS
 from .markdown_html import markdown_to_html
+from .monitors_page import monitors_html
 from .page_assets import PAGE_CSS, PAGE_JS
 from .page_data import page_data
 
@@ -51,8 +53,9 @@ def _json_script(data) -> str:
     return '<script type="application/json" id="arl-data">' + text.replace('</', '<\\/') + '</script>'
 
 
-def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
-    """Write the run folder's ``report.html`` (or ``out``) -> its path."""
+def build(run_dir, out=None, checkpoint: str | None = None, logdir=None) -> Path:
+    """Write the run folder's ``report.html`` (or ``out``) -> its path. ``logdir``: the run's log folder, for the
+    "Training monitors" section (``monitors_page``; default: the one the run recorded, else ``DIR/logs``)."""
     from . import report
     from .claims import check_claims, tally
     from .envs import DEFAULT, get_env
@@ -94,6 +97,7 @@ def build(run_dir, out=None, checkpoint: str | None = None) -> Path:
             raise ValueError(f'no checkpoint {checkpoint!r} in {run_dir}/checkpoints (have: {", ".join(have) or "none"})')
         model = load_model(path, run_tokenizer(run_dir))
     data = page_data(run_dir, model, checkpoint, env)
+    monitors = monitors_html(run_dir, saved, logdir)
     body = markdown_to_html(md, run_dir, replace={'Findings': findings_html(findings)} if findings else {})
     heat_ctl = (f'<label><input type="checkbox" id="heat" checked> shade policy tokens by log-prob under '
                 f'<code>{html.escape(checkpoint)}</code></label> <span class="note">p = 0 <span class="heatbar"></span> p = 1</span>'
@@ -124,7 +128,8 @@ and the same value in both episodes, so its terms cancel: <b>shared tokens contr
     first = (('findings-h', f'findings ({sum(ok for _, ok, _ in findings)}/{len(findings)})') if findings else
              ('claims', f'claims ({held}/{applicable})'))
     nav = ''.join(f'<a href="#{a}">{t}</a>' for a, t in [first, ('15-1-trajectory-sft-and-the-action-mask', 'tables'),
-                                                         ('fig15_2_dpo', 'figures'), ('browser', 'trajectory browser'), ('pairs', 'DPO pairs')])
+                                                         ('fig15_2_dpo', 'figures'), ('browser', 'trajectory browser'), ('pairs', 'DPO pairs')]
+                  + ([('monitors', 'training monitors')] if monitors else []))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>agentrl: chapter 15 reproduction ({html.escape(run_dir.name)})</title>
@@ -132,6 +137,7 @@ and the same value in both episodes, so its terms cancel: <b>shared tokens contr
 <body><nav>{nav}<span class="note">run folder: {html.escape(str(run_dir))}</span></nav><main>
 {body}
 {browser}
+{monitors}
 </main>
 {_json_script(data)}
 <script>{PAGE_JS}</script>
@@ -149,7 +155,7 @@ def main_report(args) -> int:
     import torch
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     try:
-        path = build(args.dir, args.out, args.checkpoint)
+        path = build(args.dir, args.out, args.checkpoint, getattr(args, 'logdir', None))
     except ValueError as e:
         print(f'agentrl report: {e}')
         return 1

@@ -167,7 +167,8 @@ class Reproduction(Sections, Beyond):
         self._load_environment()
         self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
         """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
-        self.provenance = {**collect_provenance(overrides), **self.spread()}
+        self.provenance = {**collect_provenance(overrides), **self.spread(),
+                           **({'logdir': str(self.logdir.resolve())} if self.logdir is not None else {})}
         self.results, self.timing, self.lines = {}, {}, {}
         if resume and (self.out / 'results.json').exists():
             self._load_saved()

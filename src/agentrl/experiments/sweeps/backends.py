@@ -60,11 +60,13 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
-             extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None) -> dict:
+             extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None,
+             logdir: str | None = None) -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record;
-    ``env``: the environment's ``--env`` name (default the chapter's), which this process resolves itself.
+    ``env``: the environment's ``--env`` name (default the chapter's), which this process resolves itself;
+    ``logdir``: where the seed's recipe runs write their monitors (``reproduce --logdir``), or None.
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
     pin_threads(threads)
@@ -85,7 +87,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
                     config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT,
-                    jobs=1)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
+                    jobs=1, logdir=logdir)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in SECTIONS)
     run.run()
     return {'seed': seed, 'attempt': attempt, 'seconds': round(time.perf_counter() - t0, 2), 'pid': os.getpid(),

@@ -100,7 +100,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) ->
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
               config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1,
-              env: str = DEFAULT) -> dict:
+              env: str = DEFAULT, logdir=None) -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
@@ -110,7 +110,8 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     threads per seed (default 1); the same seed gives the same figures at the same thread count, and
     another count rounds differently (a check of how robust a finding is to float rounding). ``env``: the
     environment every seed runs on (its ``--env`` name; its budgets are the default config's). The sweep holds
-    ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once.
+    ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once. ``logdir``: every seed's recipe
+    runs write their monitors there (``reproduce --logdir``; a grid's variants below ``LOGDIR/VARIANT``).
     """
     from rich.console import Console
 
@@ -129,7 +130,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
         runs = SeedRuns(variants, seeds, sections, resume)
         t_start = time.perf_counter()
         with _thread_env(threads), _backend(backend, workers, address, workers_given, len(runs.jobs), threads) as be:
-            runs.run(be, console, poll, extended, threads, env)
+            runs.run(be, console, poll, extended, threads, env, None if logdir is None else Path(logdir).resolve())
         wall = time.perf_counter() - t_start
         sweeps = {var['name']: summarize_sweep(var['folder'], seeds, runs.of_variant(v), runs.failures[v],
                                                config=var['record'], smoke=smoke, backend=backend, workers=workers,
@@ -210,13 +211,13 @@ class SeedRuns:
         self.state[job].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
         return True
 
-    def run(self, be, console, poll: float, extended: bool, threads: int, env: str) -> None:
+    def run(self, be, console, poll: float, extended: bool, threads: int, env: str, logdir=None) -> None:
         """Run the jobs ``todo`` on the backend ``be``, at most ``be.limit`` at a time, retrying a failed one once."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from .backends import faults_from_env
         self.be, self.console, self.faults = be, console, faults_from_env()
-        self.args = (extended, threads, env)
+        self.args = (extended, threads, env, logdir)
         poller = Poller(self.sections)
         with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=24),
                       TextColumn('{task.completed}/{task.total}'), TextColumn('{task.fields[status]}'),
@@ -239,9 +240,12 @@ class SeedRuns:
         (v, seed), again = job, attempt > 1
         self.state[job].update(attempts=attempt, status='running')
         var = self.variants[v]
-        extended, threads, env = self.args
+        extended, threads, env, logdir = self.args
+        if logdir is not None and var['name']:  # a grid: each variant's runs in their own folder
+            logdir = logdir / var['name']
         h = self.be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), self.resume or again, attempt,
-                           self.faults.get(seed), extended, var['overrides'], threads, env)
+                           self.faults.get(seed), extended, var['overrides'], threads, env,
+                           None if logdir is None else str(logdir))
         self.inflight[h] = (job, attempt, time.perf_counter())
         self.bar.start_task(self.ids[job])
         self.bar.update(self.ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -306,6 +310,9 @@ def add_parser(sub):
     p.add_argument('--out', default='runs/sweep', help='output folder; seed N goes to OUT/seedN (default runs/sweep)')
     p.add_argument('--resume', action='store_true', help='skip seeds already complete in OUT, resume partial ones '
                    '(refuses folders written with another config)')
+    p.add_argument('--logdir', default=None, metavar='DIR',
+                   help="every seed's recipe runs write their monitors to DIR/RECIPE/LABEL/seedN (as reproduce --logdir; "
+                   'a grid: DIR/VARIANT/...)')
     p.add_argument('--smoke', action='store_true', help='the tiny Ch15Config.smoke() budget (for testing; figures meaningless)')
     p.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment every seed runs on: {ENV_HELP} '
                    '(the workers find it by the same name)')
@@ -344,7 +351,8 @@ def main(args) -> int:
     try:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
-                           config=config, overrides=overrides, grid=grid, threads=args.threads, env=args.env)
+                           config=config, overrides=overrides, grid=grid, threads=args.threads, env=args.env,
+                           logdir=args.logdir)
     except ValueError as e:  # a model setting torch rejects, or --resume into another config or thread count
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
