@@ -4,6 +4,7 @@
 usage:
     python scripts/record_figures.py reproduce ID RUN_DIR LOG [--command CMD]   # a finished `agentrl reproduce`
     python scripts/record_figures.py printed ID [--per-cpu] [--lines N] -- ARGV...  # any command's printed lines
+    python scripts/record_figures.py sweep ID SWEEP_DIR [--command CMD]          # a finished `agentrl sweep`'s claims
     python scripts/record_figures.py snippets [ID ...]                          # the docs' Python snippets
 
 ``reproduce`` reads RUN_DIR/results.json (its sections, less the long per-step lists, and its
@@ -161,6 +162,23 @@ def record_reproduce(args) -> dict:
             'printed': printed}
 
 
+def record_sweep(args) -> dict:
+    """A finished ``agentrl sweep``: each claim's hold rate over its seeds (``'9/10'``; ``'n/a'`` where it applies to
+    no seed), the seeds' claim figures, and the sweep's wall time and provenance."""
+    sweep = json.loads((Path(args.sweep_dir) / 'sweep.json').read_text())
+    rates, figures = {}, {}
+    for key, claim in sweep['claims'].items():
+        verdicts = [v['holds'] for v in claim['per_seed'].values()]
+        applicable = [v for v in verdicts if v is not None]
+        rates[key] = f'{sum(applicable)}/{len(applicable)}' if applicable else 'n/a'
+        figures[key] = {seed: v['figure'] for seed, v in claim['per_seed'].items()}
+    return {'command': args.command or f'agentrl sweep --out {args.sweep_dir}', 'kind': 'agentrl sweep',
+            'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
+                       'by a seed or two where a claim is near its threshold.',
+            'env': sweep['env'], 'seeds': sweep['seeds'], **machine(sweep['provenance']),
+            'figures': {'claims': rates, 'wall_seconds': round(sweep['wall_seconds'])}, 'claim_figures': figures}
+
+
 def record_printed(args) -> dict:
     from agentrl.experiments.chapter15.provenance import collect
     res = subprocess.run(args.argv, capture_output=True, text=True, cwd=ROOT)
@@ -213,6 +231,10 @@ def main(argv=None):
     p.add_argument('--per-cpu', action='store_const', const=PER_CPU,
                    help='its figures come from a model, so they depend on the CPU (scripted play does not)')
     p.add_argument('argv', nargs='+')
+    w = sub.add_parser('sweep', help="a finished agentrl sweep: its claims' hold rates")
+    w.add_argument('id')
+    w.add_argument('sweep_dir')
+    w.add_argument('--command', help='the command as the pages give it')
     s = sub.add_parser('snippets', help="run the docs' Python snippets and keep what they print")
     s.add_argument('ids', nargs='*', help=f'snippet sets (default: all of {list(SNIPPETS)})')
     args = ap.parse_args(argv)
@@ -220,6 +242,8 @@ def main(argv=None):
     record = json.loads(RECORD.read_text())
     if args.what == 'reproduce':
         new = {args.id: record_reproduce(args)}
+    elif args.what == 'sweep':
+        new = {args.id: record_sweep(args)}
     elif args.what == 'printed':
         new = {args.id: record_printed(args)}
     else:
