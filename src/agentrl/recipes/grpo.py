@@ -41,7 +41,7 @@ from ..render import collate
 from ..rollout import rollout_groups
 from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction, is_read
-from .monitors import batch_tokens, grad_norm, sample_metrics
+from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics
 
 ADV_NORMS = ('mean', 'std')
 AGGS = ('token', 'seq')
@@ -218,11 +218,7 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
     rep = as_reporter(loggers)
     read = is_read(env) if rep.active else None
-    history = []
-    if evaluate is not None:
-        values = evaluate(model)
-        history.append((start, *values))
-        rep.log_eval(start, values)
+    history = first_evaluation(model, evaluate, start, rep)
     logs = []
     for step in range(1, steps + 1):
         started = rep.clock()

@@ -48,6 +48,16 @@ def grad_norm(model) -> float:
     return torch.nn.utils.get_total_norm(grads).item() if grads else 0.0
 
 
+def first_evaluation(model, evaluate, start: int, rep) -> list:
+    """A policy-gradient trainer's history before its first step: ``[(start, *evaluate(model))]``, reported under
+    ``eval/`` at ``start`` (``rep``: the trainer's reporter), or ``[]`` without ``evaluate``."""
+    if evaluate is None:
+        return []
+    values = evaluate(model)
+    rep.log_eval(start, values)
+    return [(start, *values)]
+
+
 def batch_tokens(batch) -> int:
     """Non-padding tokens of a collate batch (what TRL's ``num_tokens`` counts)."""
     return int(batch['lengths'].sum())

@@ -25,7 +25,7 @@ from ..render import collate
 from ..rollout import rollout_groups
 from .credit import check_credit, group_credit
 from .diagnostics import is_read
-from .monitors import batch_tokens, grad_norm, logp_and_entropy, sample_metrics
+from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics
 
 
 def _finite(x) -> bool:
@@ -108,11 +108,7 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
     read = is_read(env) if rep.active else None
-    history = []
-    if evaluate is not None:
-        values = evaluate(model)
-        history.append((start, *values))
-        rep.log_eval(start, values)
+    history = first_evaluation(model, evaluate, start, rep)
     for step in range(1, steps + 1):
         started, stats = rep.clock(), {} if rep.active else None
         reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
