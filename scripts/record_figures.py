@@ -5,6 +5,7 @@ usage:
     python scripts/record_figures.py reproduce ID RUN_DIR LOG [--command CMD]   # a finished `agentrl reproduce`
     python scripts/record_figures.py printed ID [--per-cpu] [--lines N] -- ARGV...  # any command's printed lines
     python scripts/record_figures.py sweep ID SWEEP_DIR [--command CMD]          # a finished `agentrl sweep`'s claims
+    python scripts/record_figures.py exercises ID DIR [--command CMD]           # `agentrl exercise N --seeds`, N = 1..7
     python scripts/record_figures.py snippets [ID ...]                          # the docs' Python snippets
 
 ``reproduce`` reads RUN_DIR/results.json (its sections, less the long per-step lists, and its
@@ -179,6 +180,31 @@ def record_sweep(args) -> dict:
             'figures': {'claims': rates, 'wall_seconds': round(sweep['wall_seconds'])}, 'claim_figures': figures}
 
 
+def record_exercises(args) -> dict:
+    """Finished ``agentrl exercise N --seeds ...`` folders ``DIR/exN``: each answer's hold rate (``'9/10'``; held of the
+    seeds that decide it, ``'undecided'`` where none does), what each exercise pools over seeds, and each seed's time."""
+    from agentrl.experiments.exercises.seeds import SUMMARY
+    figures, seconds, envs, seeds, prov = {}, {}, set(), set(), None
+    for folder in sorted(Path(args.dir).glob('ex[1-7]')):
+        summary = json.loads((folder / SUMMARY).read_text())
+        name = folder.name
+        figures[name] = {key: f"{a['held']}/{a['n']}" if a['n'] else 'undecided' for key, a in summary['answers'].items()}
+        pooled = {k: v for k, v in summary['pooled'].items() if k not in ('lines', 'figures', 'points')}
+        if pooled:
+            figures[f'{name}_pooled'] = pooled
+        seconds[name] = {s: r.get('exercise_seconds') for s, r in summary['runs'].items()}
+        envs.add(summary['env'])
+        seeds.update(summary['seeds'])
+        prov = prov or summary['provenance']
+    if not figures:
+        sys.exit(f'{args.dir}: no exN/{SUMMARY} in it')
+    return {'command': args.command or f'agentrl exercise N --seeds ... --out {args.dir}/exN', 'kind': 'agentrl exercise',
+            'per_cpu': "Hold rates over the seeds; each seed's figures are the CPU's, and on another CPU a rate may move "
+                       'by a seed or two where an answer is near its threshold.',
+            'env': ', '.join(sorted(envs)), 'seeds': sorted(seeds), **machine(prov or {}), 'figures': figures,
+            'exercise_seconds': seconds}
+
+
 def record_printed(args) -> dict:
     from agentrl.experiments.chapter15.provenance import collect
     res = subprocess.run(args.argv, capture_output=True, text=True, cwd=ROOT)
@@ -235,6 +261,10 @@ def main(argv=None):
     w.add_argument('id')
     w.add_argument('sweep_dir')
     w.add_argument('--command', help='the command as the pages give it')
+    e = sub.add_parser('exercises', help="finished exercise sweeps (DIR/exN): each answer's hold rate")
+    e.add_argument('id')
+    e.add_argument('dir')
+    e.add_argument('--command', help='the command as the pages give it')
     s = sub.add_parser('snippets', help="run the docs' Python snippets and keep what they print")
     s.add_argument('ids', nargs='*', help=f'snippet sets (default: all of {list(SNIPPETS)})')
     args = ap.parse_args(argv)
@@ -244,6 +274,8 @@ def main(argv=None):
         new = {args.id: record_reproduce(args)}
     elif args.what == 'sweep':
         new = {args.id: record_sweep(args)}
+    elif args.what == 'exercises':
+        new = {args.id: record_exercises(args)}
     elif args.what == 'printed':
         new = {args.id: record_printed(args)}
     else:

@@ -10,7 +10,8 @@ helpers play them and return what was said, as text:
 - ``oracle_calls``: the calls the scripted oracle makes on a task (STaR forces the answers among them);
 - ``episode_texts``: every prompt, call and reply of the scripted players over some tasks (the text a
   word-level vocabulary is built from: ``tokenizer.build_tokenizer(tasks, env=...)``);
-- ``ScriptedPlayer``: what a gym's scripted players share (the kinds, the checks, a seeded RNG per episode).
+- ``ScriptedPlayer``: what a gym's scripted players share (the kinds, the checks, a seeded RNG per episode);
+- ``HUMAN_FAULTS`` and ``human_fault``: the faults of a gym's ``'human'`` player, a good but imperfect demonstrator.
 """
 from __future__ import annotations
 
@@ -53,6 +54,26 @@ class ScriptedPlayer:
         rng = random.Random(f'{self.kind}:{self.seed}:{task_name}:{self.episodes}')
         self.episodes += 1
         return rng
+
+
+HUMAN_FAULTS = {'no_read': 0.15, 'wrong_fix': 0.10, 'exploit': 0.10}
+"""How often a gym's ``'human'`` player (exercise 7's demonstrator) makes each fault, per episode; the rest (0.65) are
+the oracle's episodes. ``no_read``: it acts on the prompt alone, a guess like blind play's (which a train task
+sometimes passes: the hurried person's shortcut, and the commonest fault); ``wrong_fix``: it reads, then writes a
+fix that is not the one the cue calls for (a careless slip); ``exploit``: it reads, then games the public check (a
+person who makes the visible tests pass). Each is frequent enough to be learned from 2,000 demonstrations (at
+least 200 episodes of each), and together they leave a third of the demonstrations wrong in some way: good, not
+perfect, which is what the design review is about."""
+
+
+def human_fault(rng: random.Random, faults: dict = HUMAN_FAULTS):
+    """The fault of a ``'human'`` player's next episode, drawn from ``rng``: a key of ``faults``, or None (clean)."""
+    u = rng.random()
+    for fault, p in faults.items():
+        if u < p:
+            return fault
+        u -= p
+    return None
 
 
 def play(env, task, player, recorder=None) -> Episode:

@@ -155,6 +155,10 @@ def add_commands(sub):
     from .sweeps.sweep import add_parser as add_sweep
     add_sweep(sub)
 
+    # agentrl exercise: the chapter's seven exercises, one seed or a sweep (arguments and code in exercises/command.py)
+    from .exercises.command import add_parser as add_exercise
+    add_exercise(sub)
+
     # agentrl compare: runs, sweeps or a grid's variants side by side (arguments and code in sweeps/compare.py)
     from .sweeps.compare import add_parser as add_compare
     add_compare(sub)

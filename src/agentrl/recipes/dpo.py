@@ -110,8 +110,12 @@ def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
 
 
 def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
-              every=25, evaluate=None, monitor=None, loggers=None):
+              every=25, evaluate=None, monitor=None, loggers=None, batch_size=None, seed=0):
     """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).
+
+    ``batch_size``: None (default) trains on every pair at every step, as the chapter does; a number draws that many
+    pairs per step, with replacement, from a generator seeded with ``seed`` (for a pair set too large for one batch;
+    the reference log-probs are still computed once, for every pair).
 
     The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now). With
     ``nll_weight > 0`` the chosen episodes' ``sft_loss`` is added (DPO + NLL, as in Iterative
@@ -131,19 +135,29 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     for name, value in (('beta', beta), ('lr', lr)):
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
             raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f'batch_size must be None (every pair, every step) or an int >= 1, got {batch_size!r}')
     chosen_b = collate([c for c, _ in pairs], tok.pad_id)
     rejected_b = collate([r for _, r in pairs], tok.pad_id)
     with torch.no_grad():
         ref = policy if ref_model is None else ref_model
-        ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)
+        ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)  # [P], [P]
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
     rep = as_reporter(loggers)
-    tokens = batch_tokens(chosen_b) + batch_tokens(rejected_b) if rep.active else 0
+    gen = torch.Generator().manual_seed(seed) if batch_size is not None else None
+    tokens = batch_tokens(chosen_b) + batch_tokens(rejected_b) if rep.active and gen is None else 0
     log = []
     for step in range(1, steps + 1):
         started, stats = rep.clock(), {} if rep.active else None
-        d_chosen, d_rejected, value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss,
-                                                      nll_weight, stats)
+        if gen is None:
+            d_chosen, d_rejected, value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss,
+                                                          nll_weight, stats)
+        else:
+            idx = torch.randint(len(pairs), (batch_size,), generator=gen)  # [b]
+            chosen, rejected = (collate([pairs[i][side] for i in idx.tolist()], tok.pad_id) for side in (0, 1))
+            tokens = batch_tokens(chosen) + batch_tokens(rejected) if rep.active else 0
+            d_chosen, d_rejected, value = preference_step(policy, opt, chosen, rejected, ref_c[idx], ref_r[idx], beta,
+                                                          loss, nll_weight, stats)
         if rep.active:
             rep.log(step, {'loss': value, **stats, 'd_chosen': d_chosen, 'd_rejected': d_rejected}, started=started,
                     tokens=tokens)

@@ -25,8 +25,21 @@ Groups with ``R_bar`` in {0, 1}:
 
 Note the failure weight grows without bound as ``R_bar -> 1`` (a group of 8 with 7 successes
 weighs its one failure -7): the push-down on a rare failure is as strong as the seven pulls up.
+
+**Many steps on one sample.** The identity holds at the policy that sampled the episodes. RFT then takes ``steps``
+SFT steps on the same pool, which is harmless for the successes (their NLL is bounded below by 0) but not for the
+failures: ``+w log pi`` with ``w < 0`` has no lower bound, so once the successes are learned the loss keeps falling
+by pushing the failures' log-probs towards minus infinity, and the tokens failures share with successes (call
+verbs, arguments, the stop token) go down with them. At the chapter's learning rate (3e-3, 15 steps a round) that
+breaks the format within one round (exercise 4 measures it). ``clip=eps`` is the trust region that stops it, at the
+level of whole episodes: a failure stops being pushed once its probability has fallen below ``1 - eps`` times its
+probability under the policy that sampled it (the policy at the start of the round's SFT), as PPO's clipped
+objective stops a negative advantage (here on the sequence ratio). Successes are trained as RFT trains them.
 """
 from __future__ import annotations
+
+import copy
+import math
 
 import torch
 
@@ -59,33 +72,52 @@ def group_baseline_weights(rewards: torch.Tensor, keep_all_pass: bool = True) ->
     return weights
 
 
-def weighted_sft_loss(model, batch, weights: torch.Tensor) -> torch.Tensor:
+def weighted_sft_loss(model, batch, weights: torch.Tensor, old_logp: torch.Tensor | None = None,
+                      clip: float | None = None) -> torch.Tensor:
     """Token-mean NLL over action tokens, each episode's tokens weighted: weights [B] -> scalar.
 
     ``-(w * logp * mask).sum() / mask.sum()``: ``sft_loss`` when every weight is 1, the 0/1 policy
-    gradient loss when ``w = R``, and the baseline policy gradient when ``w = R - b``.
+    gradient loss when ``w = R``, and the baseline policy gradient when ``w = R - b``. With ``clip`` (and
+    ``old_logp [B, T-1]``, the sampling policy's log-probs) an episode of negative weight whose sequence ratio
+    ``pi / pi_old`` is below ``1 - clip`` carries no gradient (the module docstring says why).
     """
     logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
-    return _weighted_nll(logp, batch['action_mask'], weights)
+    return _weighted_nll(logp, batch['action_mask'], weights, old_logp, clip)
 
 
-def _weighted_nll(logp, mask, weights) -> torch.Tensor:
+def _weighted_nll(logp, mask, weights, old_logp=None, clip=None) -> torch.Tensor:
     """``weighted_sft_loss`` from the log-probs: ``logp [B, T-1]``, ``mask [B, T-1]``, ``weights [B]`` -> scalar."""
-    w = weights.to(logp.dtype)[:, None]  # [B, 1]
-    return -(w * logp * mask).sum() / mask.sum()
+    w = weights.to(logp.dtype)  # [B]
+    if clip is not None:
+        log_ratio = ((logp.detach() - old_logp) * mask).sum(1)  # [B], log pi(tau) / pi_old(tau)
+        w = torch.where((w < 0) & (log_ratio < math.log1p(-clip)), torch.zeros_like(w), w)  # pushed far enough
+    return -(w[:, None] * logp * mask).sum() / mask.sum()
 
 
-def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0, loggers=None) -> list:
+def check_clip(clip) -> float | None:
+    """``clip`` is None or a number in (0, 1); ValueError otherwise."""
+    if clip is None:
+        return None
+    if not (isinstance(clip, (int, float)) and not isinstance(clip, bool) and 0 < clip < 1):
+        raise ValueError(f'clip must be None or a number in (0, 1), got {clip!r}')
+    return float(clip)
+
+
+def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0, loggers=None,
+                       clip=None) -> list:
     """``sft_train`` with a weight per trajectory: minibatches drawn with replacement, AdamW -> losses.
 
     With every weight 1 it takes exactly ``sft_train``'s steps (same draws from ``seed``). ``loggers`` get
-    what ``sft_train``'s do, every step.
+    what ``sft_train``'s do, every step. ``clip``: the trust region on negative weights (``weighted_sft_loss``),
+    measured against ``model`` as it is when called (a frozen copy gives each minibatch's old log-probs).
     """
     trajs, weights = list(trajs), torch.as_tensor(weights, dtype=torch.float).view(-1)  # [N]
     if not trajs:
         raise ValueError('weighted_sft_train needs at least one trajectory, got an empty list')
     if len(weights) != len(trajs):
         raise ValueError(f'one weight per trajectory: got {len(weights)} weights for {len(trajs)} trajectories')
+    clip = check_clip(clip)
+    frozen = copy.deepcopy(model).eval() if clip is not None else None  # the sampling policy
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
@@ -94,11 +126,15 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
         started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)  # [b]
         batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
+        old = None
+        if frozen is not None:
+            with torch.no_grad():
+                old = sequence_log_probs(frozen, batch['ids'], batch['lengths'])  # [b, T-1]
         if rep.active:  # the same loss, and the entropy of its logits
             logp, entropy = logp_and_entropy(model, batch)  # [b, T-1], float
-            loss = _weighted_nll(logp, batch['action_mask'], weights[idx])
+            loss = _weighted_nll(logp, batch['action_mask'], weights[idx], old, clip)
         else:
-            loss = weighted_sft_loss(model, batch, weights[idx])
+            loss = weighted_sft_loss(model, batch, weights[idx], old, clip)
         opt.zero_grad()
         loss.backward()
         norm = grad_norm(model) if rep.active else None
@@ -112,7 +148,7 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
 
 def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                            reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV,
-                           threshold=DEFAULT_THRESHOLD, loggers=None):
+                           threshold=DEFAULT_THRESHOLD, loggers=None, clip=None):
     """Expert iteration with a group baseline: sample -> weight -> weighted SFT, in place -> one dict per round.
 
     As ``recipes.rejection.expert_iteration`` (same seeds: round k samples with ``sample_seed + k``
@@ -125,13 +161,15 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
     (episodes trained with positive and negative weight), ``min_weight``, ``solved`` (task names
     with a success), ``informative`` (share of mixed groups) and ``evaluate(model)`` (a dict). Episodes are
     sampled in ``env`` (a factory or Gymnasium id). A round with no success warns and trains on nothing.
+    ``clip``: the trust region on the failures (``weighted_sft_train``); None (default) trains the failures
+    without one, which at the chapter's learning rate breaks the format (the module docstring says why).
 
     ``loggers`` (``agentrl.loggers``) get, each round, what its sample shows (``reward``, ``informative`` ...),
     ``filter/kept`` (the successes trained with weight > 0), ``rft/negatives`` and ``rft/min_weight``, then every
     weighted SFT step's ``loss``, ``grad_norm``, ``entropy``, and ``evaluate``'s under ``eval/``
     (``recipes.rounds``).
     """
-    threshold = check_threshold(threshold)
+    threshold, clip = check_threshold(threshold), check_clip(clip)
     tasks = list(tasks)
     rep = as_reporter(loggers)
     read = is_read(env) if rep.active else None
@@ -158,6 +196,6 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
             return row, None
         return row, lambda: weighted_sft_train(model, [t for t, _ in pool], [w for _, w in pool], tok, steps=steps,
                                                lr=lr, batch_size=batch_size, seed=sft_seed + k,
-                                               loggers=rep.shifted(k * steps))
+                                               loggers=rep.shifted(k * steps), clip=clip)
 
     return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'rft_baseline_iteration')

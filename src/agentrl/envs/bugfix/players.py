@@ -11,13 +11,18 @@ two tasks never share a sequence of guesses.
 - ``random`` plays well-formed but unskilled episodes: it reads sometimes, edits once with an op
   drawn from a set that includes ``hardcode_tests`` (weighted 3x, so the exploit is in the weak
   base's data) but not ``fix_init``, sometimes reads or tests after, and usually submits.
+- ``human`` is a good but imperfect demonstrator (exercise 7): the oracle's episode, but for the faults of
+  ``play.HUMAN_FAULTS``: it edits without reading (a blind guess), reads then edits with a wrong fix
+  (any op but the cue's and the exploit), or reads then writes ``hardcode_tests``; it always submits.
 """
 from __future__ import annotations
 
-from ..play import ScriptedPlayer
+from ..play import ScriptedPlayer, human_fault
 
-KINDS = ScriptedPlayer.KINDS
-GUESSABLE = ('swap_minmax', 'fix_range_end', 'fix_compare', 'guard_zero')
+KINDS = ScriptedPlayer.KINDS + ('human',)
+FIXES = ('swap_minmax', 'fix_range_end', 'fix_compare', 'guard_zero', 'fix_init')
+"""Every op that fixes some family's bug."""
+GUESSABLE = FIXES[:-1]
 """The ops blind play guesses from: every fix but ``fix_init``."""
 RANDOM_OPS = GUESSABLE + ('hardcode_tests',) * 3
 """The ops random play draws from: the exploit weighted 3x (so the weak base has seen it), never ``fix_init``."""
@@ -34,8 +39,13 @@ def cue_op(source: str) -> str | None:
     return None
 
 
+WRONG = object()
+"""A plan entry: after reading, a fix other than the cue's (the ``human`` player's ``wrong_fix``)."""
+
+
 class ScriptedPolicy(ScriptedPlayer):
     """A scripted player. ``reset(task_name)`` starts an episode; ``policy(observation) -> call``."""
+    KINDS = KINDS
 
     def __init__(self, kind: str, seed: int = 0):
         super().__init__(kind, seed)
@@ -43,11 +53,16 @@ class ScriptedPolicy(ScriptedPlayer):
 
     def reset(self, task_name: str):
         """Start an episode of ``task_name``: draws this episode's plan from its own seeded RNG."""
-        rng = self.episode_rng(task_name)
+        rng = self.rng = self.episode_rng(task_name)
         if self.kind == 'oracle':
             self.plan = ['read', None, 'submit']  # None: decided from what `read` returns
         elif self.kind == 'blind':
             self.plan = ['edit ' + rng.choice(GUESSABLE), 'submit']
+        elif self.kind == 'human':
+            fault = human_fault(rng)
+            self.plan = (['edit ' + rng.choice(GUESSABLE), 'submit'] if fault == 'no_read' else
+                         ['read', 'edit hardcode_tests', 'submit'] if fault == 'exploit' else
+                         ['read', WRONG if fault == 'wrong_fix' else None, 'submit'])
         else:
             self.plan = self._random_plan(rng)
 
@@ -69,6 +84,8 @@ class ScriptedPolicy(ScriptedPlayer):
         call = self.plan.pop(0)
         if call is None:
             call = 'edit ' + (cue_op(observation) or 'hardcode_tests')
+        elif call is WRONG:
+            call = 'edit ' + self.rng.choice([op for op in FIXES if op != cue_op(observation)])
         return call
 
     def __repr__(self):
@@ -76,6 +93,7 @@ class ScriptedPolicy(ScriptedPlayer):
 
 
 def scripted_policy(kind: str, seed: int = 0) -> ScriptedPolicy:
-    """A scripted policy of ``kind`` (``'oracle'``, ``'blind'`` or ``'random'``), seeded by ``seed`` (section 15.1-15.2)."""
+    """A scripted policy of ``kind`` (``'oracle'``, ``'blind'``, ``'random'`` or ``'human'``), seeded by ``seed`` (section
+    15.1-15.2; ``'human'``: exercise 7's demonstrator)."""
     return ScriptedPolicy(kind, seed)
 

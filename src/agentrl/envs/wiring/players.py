@@ -11,13 +11,16 @@ A player maps the latest observation (text) to the next call (text), seeded per 
 - ``random`` plays well-formed but unskilled episodes: it sometimes lists or looks a random service
   up, sets a guessed value (the wildcard ``all`` weighted 3x, so the exploit is in the weak base's
   data), sometimes pings or looks again after, and usually submits.
+- ``human`` is a good but imperfect demonstrator (exercise 7): the oracle's episode, but for the faults of
+  ``play.HUMAN_FAULTS``: it sets a guess without reading (blind play's), reads then sets another common value
+  of the field than the one it read, or reads then sets the wildcard ``all``; it always submits.
 """
 from __future__ import annotations
 
-from ..play import ScriptedPlayer
-from .vocab import COMMON, FIELDS, SERVICES
+from ..play import ScriptedPlayer, human_fault
+from .vocab import COMMON, FIELDS, SERVICES, WILDCARD
 
-KINDS = ScriptedPlayer.KINDS
+KINDS = ScriptedPlayer.KINDS + ('human',)
 
 
 def _asked(prompt: str):
@@ -37,6 +40,9 @@ def read_value(reply: str, name: str):
 
 class WiringPlayer(ScriptedPlayer):
     """A scripted player. ``reset(task_name)`` starts an episode; ``player(observation) -> call``."""
+    KINDS = KINDS
+    SENT = ('oracle', 'human')
+    """The players fed every reply (generators that ``send`` reads); the others only count their calls."""
 
     def __init__(self, kind: str, seed: int = 0):
         super().__init__(kind, seed)
@@ -50,9 +56,9 @@ class WiringPlayer(ScriptedPlayer):
         if self.asked is None:  # the first call: the observation is the prompt
             self.asked = _asked(observation)
             self.plan = getattr(self, '_' + self.kind)(*self.asked)
-            if self.kind == 'oracle':
+            if self.kind in self.SENT:
                 next(self.plan)  # run it to its first yield, ready to be sent the prompt
-        return self.plan.send(observation) if self.kind == 'oracle' else next(self.plan, 'submit')
+        return self.plan.send(observation) if self.kind in self.SENT else next(self.plan, 'submit')
 
     # --- the three players, as generators of calls
     def _oracle(self, needs, service):
@@ -64,6 +70,26 @@ class WiringPlayer(ScriptedPlayer):
             reply = yield f'get {service}'
         value = read_value(reply, needs)
         yield f'set {needs} {value}'
+        while True:
+            yield 'submit'
+
+    def _human(self, needs, service):
+        """The oracle's episode but for one fault of ``HUMAN_FAULTS`` (a generator fed each reply)."""
+        fault = human_fault(self.rng)
+        yield None  # primed by the first send (the prompt)
+        if fault == 'no_read':
+            yield from self._blind(needs, service)
+        else:
+            reply = yield f'get {service}'
+            while ' moved to ' in f' {reply} ':
+                service = reply.split()[-1]
+                reply = yield f'get {service}'
+            value = read_value(reply, needs)
+            if fault == 'exploit':
+                value = WILDCARD
+            elif fault == 'wrong_fix':
+                value = self.rng.choice([v for v in COMMON[needs] if v != value])
+            yield f'set {needs} {value}'
         while True:
             yield 'submit'
 
@@ -86,5 +112,5 @@ class WiringPlayer(ScriptedPlayer):
 
 
 def scripted_policy(kind: str, seed: int = 0) -> WiringPlayer:
-    """A scripted Wiring player of ``kind`` (``'oracle'``, ``'blind'`` or ``'random'``), seeded by ``seed``."""
+    """A scripted Wiring player of ``kind`` (``'oracle'``, ``'blind'``, ``'random'`` or ``'human'``), seeded by ``seed``."""
     return WiringPlayer(kind, seed)

@@ -1,0 +1,210 @@
+"""An exercise over seeds (``agentrl exercise N --seeds 0-9 [--from SWEEP_DIR]``): each answer's hold rate.
+
+Every seed runs the exercise into ``OUT/seedN`` (a complete ``agentrl exercise N --seed N`` folder), in a pool of
+worker processes, each on ``--threads`` torch threads (1 by default, as ``agentrl sweep``'s seeds, so a seed folder
+of ``agentrl sweep`` is the ``--from`` of the same seed here: ``--from SWEEP_DIR`` gives seed N the folder
+``SWEEP_DIR/seedN``). Then every answer is checked again on every seed's figures (so a changed threshold needs no
+new run) and summed up:
+
+- ``OUT/exercise.json``: per answer, each seed's verdict and figure, the seeds that decide it, how many hold, the
+  hold rate; what the exercise pools over seeds (its ``pooled``: exercise 6's correlation, exercise 7's winners);
+  the seeds, their times and failures, the config and the provenance;
+- ``OUT/exercise.md``: the same as tables, and the exercise's pooled figure where it has one.
+
+A seed whose run raises is reported, the others go on, and the command exits 1. ``--resume`` skips the seeds whose
+folder holds a finished run and resumes the others from their finished parts. The sweep holds ``OUT``
+(``lock.FolderLock``).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ..lock import FolderLock
+
+SUMMARY = 'exercise.json'
+
+
+def sweep_env(source) -> str:
+    """The environment of an ``agentrl sweep`` folder (its ``sweep.json``, else its first seed folder's run)."""
+    from ..chapter15.envs import DEFAULT
+    source = Path(source)
+    if (source / 'sweep.json').is_file():
+        return json.loads((source / 'sweep.json').read_text()).get('env', DEFAULT)
+    seeds = sorted(source.glob('seed*/results.json'))
+    if not seeds:
+        raise ValueError(f'{source} holds no seed folder (seedN/results.json): give --from an agentrl sweep folder')
+    return json.loads(seeds[0].read_text()).get('env', DEFAULT)
+
+
+def seed_source(source, seed: int):
+    """Seed ``seed``'s ``--from`` folder in a sweep folder, or None without one."""
+    return None if source is None else Path(source) / f'seed{seed}'
+
+
+def run_seed(number: int, out: str, seed: int, env: str, config: dict, overrides: dict, source, resume: bool,
+             threads: int) -> dict:
+    """One seed of the sweep, in a worker process -> {'seed', 'seconds', 'summary'}. Top level: it pickles."""
+    from ..workers import pin_threads
+    pin_threads(threads)
+    from ..chapter15.config import Ch15Config
+    from .workbench import ExerciseRun
+    t0 = time.perf_counter()
+    run = ExerciseRun(number, out, seed=seed, env=env, config=Ch15Config(**config), overrides=overrides, source=source,
+                      resume=resume, log=lambda line: None)
+    record = run.run()
+    return {'seed': seed, 'seconds': round(time.perf_counter() - t0, 2), 'summary': record['summary']}
+
+
+def finished(folder: Path) -> bool:
+    """Whether a seed folder holds a finished exercise run (its answers written)."""
+    try:
+        return 'answers' in json.loads((folder / 'results.json').read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
+    """``agentrl exercise N --seeds ...``: run the seeds, then print and write every answer's hold rate."""
+    import sys
+
+    from rich.console import Console
+    console = Console()
+    seeds = args.seeds
+    try:
+        if args.source is not None:
+            missing = [s for s in seeds if not (seed_source(args.source, s) / 'results.json').is_file()]
+            if missing:
+                raise ValueError(f"{args.source} has no finished run for seed {', '.join(map(str, missing))} "
+                                 f'(seedN/results.json): run agentrl sweep --seeds ... --out {args.source} first, or '
+                                 'leave --from out')
+        from .workbench import ExerciseRun
+        for s in seeds:  # every seed's arguments are checked before any runs (the --from folders' settings, sections)
+            ExerciseRun(spec.number, out / f'seed{s}', seed=s, env=env, config=config, overrides=overrides,
+                        source=seed_source(args.source, s), resume=args.resume, log=lambda line: None)
+    except ValueError as e:
+        print(f'agentrl exercise: error: {e}', file=sys.stderr)
+        return 2
+    from ..lock import FolderInUse
+    try:
+        with FolderLock(out):
+            state = run_all(spec, args, out, env, config, overrides, console)
+            summary = summarize(spec.number, out, seeds, state, config_record=None)
+    except FolderInUse as e:
+        print(f'agentrl exercise: error: {e}', file=sys.stderr)
+        return 2
+    print_summary(console, spec, summary, out)
+    return 1 if summary['failed_seeds'] else 0
+
+
+def run_all(spec, args, out: Path, env: str, config, overrides: dict, console) -> dict:
+    """Run every seed not finished yet in a process pool -> {seed: {'status', 'seconds', 'error'}}."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..workers import exit_on_sigterm, process_context, restore_sigterm, stop_pool, usable_cores
+    state = {}
+    todo = []
+    for s in args.seeds:
+        if args.resume and finished(out / f'seed{s}'):
+            state[s] = {'status': 'skipped', 'seconds': 0.0}
+        else:
+            todo.append(s)
+    workers = min(args.workers or max(1, usable_cores() // args.threads), max(len(todo), 1))
+    old = exit_on_sigterm()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=process_context(['torch', 'agentrl']))
+    try:
+        with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=30), TextColumn('{task.completed}/'
+                      '{task.total} seeds'), TimeElapsedColumn(), console=console) as bar:
+            job = bar.add_task(f'exercise {spec.number} on {env}', total=len(args.seeds),
+                               completed=len(args.seeds) - len(todo))
+            futures = {pool.submit(run_seed, spec.number, str(out / f'seed{s}'), s, env, asdict(config), overrides,
+                                   seed_source(args.source, s), args.resume, args.threads): s for s in todo}
+            for f in as_completed(futures):
+                s = futures[f]
+                try:
+                    res = f.result()
+                    state[s] = {'status': 'ok', 'seconds': res['seconds']}
+                    console.print(f"seed {s}: {res['summary']} in {res['seconds']:.0f} s", markup=False, highlight=False)
+                except Exception as e:  # the seed's run raised, or its worker died
+                    state[s] = {'status': 'failed', 'seconds': 0.0, 'error': f'{type(e).__name__}: {e}'}
+                    console.print(f'[red]seed {s} failed: {type(e).__name__}: {e}[/red]')
+                bar.advance(job)
+    finally:
+        stop_pool(pool)
+        restore_sigterm(old)
+    return state
+
+
+def summarize(number: int, out: Path, seeds, state: dict | None = None, config_record=None) -> dict:
+    """Every answer's verdict on every finished seed, its hold rate, and the exercise's pooled figures; written to
+    ``OUT/exercise.json`` and ``OUT/exercise.md``."""
+    from .answers import check_answers
+    from .catalog import get_spec
+    from .workbench import read_results_file
+    spec = get_spec(number)
+    module = spec.load()
+    state = dict(state or {})
+    per_seed, records = {}, {}
+    for s in seeds:
+        folder = out / f'seed{s}'
+        if not finished(folder):
+            state.setdefault(s, {'status': 'missing', 'seconds': 0.0})
+            continue
+        rec = read_results_file(folder / 'results.json')
+        records[s] = rec
+        per_seed[s] = {r['key']: r for r in check_answers(module.ANSWERS, rec['parts'])}
+        state.setdefault(s, {'status': 'ok', 'seconds': rec['seconds'].get('total', 0.0)})
+        state[s]['exercise_seconds'] = rec['seconds'].get('total', 0.0)
+    answers = {}
+    for a in module.ANSWERS:
+        rows = {s: per_seed[s][a.key] for s in per_seed}
+        decided = {s: r for s, r in rows.items() if r['holds'] is not None}
+        held = sum(r['holds'] for r in decided.values())
+        answers[a.key] = {'says': a.says, 'test': a.test, 'held': held, 'n': len(decided),
+                          'hold_rate': held / len(decided) if decided else None,
+                          'per_seed': {str(s): {'holds': r['holds'], 'measured': r['measured']} for s, r in rows.items()}}
+    pooled = getattr(module, 'pooled', None)
+    extra = pooled({s: r['parts'] for s, r in records.items()}, out) if pooled and records else {}
+    first = next(iter(records.values()), {})
+    summary = {'exercise': number, 'title': spec.title, 'question': spec.question, 'env': first.get('env'),
+               'seeds': list(seeds), 'n': len(records), 'answers': answers, 'pooled': extra,
+               'failed_seeds': [s for s, v in state.items() if v['status'] == 'failed'],
+               'runs': {str(s): v for s, v in sorted(state.items())}, 'config': first.get('config'),
+               'provenance': first.get('provenance')}
+    (out / SUMMARY).write_text(json.dumps(summary, indent=1, sort_keys=True))
+    (out / 'exercise.md').write_text(markdown(summary))
+    return summary
+
+
+def markdown(summary: dict) -> str:
+    """``exercise.md``: the question, each answer's hold rate, what the exercise pools."""
+    lines = [f"# Exercise {summary['exercise']}: {summary['title']}", '', summary['question'], '',
+             f"{summary['n']} seeds on {summary['env']} ({', '.join(map(str, summary['seeds']))}).", '',
+             '| answer | decided by | hold rate | seeds where it fails |', '| --- | --- | --- | --- |']
+    for key, a in summary['answers'].items():
+        rate = 'undecided' if a['hold_rate'] is None else f"{a['held']}/{a['n']}"
+        fails = ', '.join(s for s, r in a['per_seed'].items() if r['holds'] is False) or '-'
+        lines.append(f"| `{key}`: {a['says']} | {a['test']} | {rate} | {fails} |".replace('\n', ' '))
+    for line in summary['pooled'].get('lines', []):
+        lines += ['', line]
+    return '\n'.join(lines) + '\n'
+
+
+def print_summary(console, spec, summary: dict, out: Path) -> None:
+    from rich.table import Table
+    table = Table(title=f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}", show_lines=True)
+    for col in ('answer', 'hold rate', 'held', 'seeds where it fails'):
+        table.add_column(col)
+    for key, a in summary['answers'].items():
+        fails = ', '.join(s for s, r in a['per_seed'].items() if r['holds'] is False) or '-'
+        rate = '-' if a['hold_rate'] is None else f"{a['hold_rate']:.0%}"
+        table.add_row(f"{key}: {a['says']}", rate, f"{a['held']}/{a['n']}", fails)
+    console.print(table)
+    for line in summary['pooled'].get('lines', []):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"{summary['n']} of {len(summary['seeds'])} seeds | {out}/{SUMMARY}, exercise.md"
+                  + ''.join(f', {f}' for f in summary['pooled'].get('figures', [])), markup=False, highlight=False)
