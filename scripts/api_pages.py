@@ -85,9 +85,10 @@ GROUPS = [
      [],
      ['reinforce_step', 'train_rl']),
     ('Recipes beyond the chapter',
-     'The chapter\'s exercises and the trainer it points to, run by `agentrl reproduce --extended`: '
-     'STaR with rationalization, RFT with a group baseline, online DPO, SFT checkpoint selection by '
-     'informative groups, and a clipped group-policy-gradient trainer.',
+     'Recipes of the chapter\'s exercises and the remedies it points to (`agentrl exercise N`, '
+     '`agentrl reproduce --extended`): STaR with rationalization, RFT with a group baseline (with a trust region '
+     'on its failures), online DPO, SFT checkpoint selection by informative groups, and a clipped '
+     'group-policy-gradient trainer.',
      [],
      ['star_iteration', 'group_baseline_weights', 'weighted_sft_loss', 'rft_baseline_iteration',
       'train_online_dpo', 'select_sft_checkpoint', 'GRPOConfig', 'train_grpo']),

@@ -173,22 +173,34 @@ def record_sweep(args) -> dict:
         applicable = [v for v in verdicts if v is not None]
         rates[key] = f'{sum(applicable)}/{len(applicable)}' if applicable else 'n/a'
         figures[key] = {seed: v['figure'] for seed, v in claim['per_seed'].items()}
+    means = {}  # nested by the path's parts, as the pages' quotes address figures ({means/15.2/weak/train})
+    for k, v in sweep['figures'].items():
+        if isinstance(v, dict) and v.get('mean') is not None and any(k.startswith(p) for p in args.means or ()):
+            *parents, leaf = k.split('/')
+            node = means
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = round(v['mean'], 4)
     return {'command': args.command or f'agentrl sweep --out {args.sweep_dir}', 'kind': 'agentrl sweep',
             'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
                        'by a seed or two where a claim is near its threshold.',
             'env': sweep['env'], 'seeds': sweep['seeds'], **machine(sweep['provenance']),
-            'figures': {'claims': rates, 'wall_seconds': round(sweep['wall_seconds'])}, 'claim_figures': figures}
+            'figures': {'claims': rates, 'wall_seconds': round(sweep['wall_seconds']), 'means': means},
+            'claim_figures': figures}
 
 
 def record_exercises(args) -> dict:
     """Finished ``agentrl exercise N --seeds ...`` folders ``DIR/exN``: each answer's hold rate (``'9/10'``; held of the
     seeds that decide it, ``'undecided'`` where none does), what each exercise pools over seeds, and each seed's time."""
     from agentrl.experiments.exercises.seeds import SUMMARY
-    figures, seconds, envs, seeds, prov = {}, {}, set(), set(), None
+    from agentrl.experiments.exercises.catalog import get_spec
+    figures, seconds, envs, seeds, prov = {'headline': {}}, {}, set(), set(), None
     for folder in sorted(Path(args.dir).glob('ex[1-7]')):
         summary = json.loads((folder / SUMMARY).read_text())
         name = folder.name
         figures[name] = {key: f"{a['held']}/{a['n']}" if a['n'] else 'undecided' for key, a in summary['answers'].items()}
+        headline = get_spec(summary['exercise']).load().HEADLINE
+        figures['headline'][f"agentrl exercise {summary['exercise']}"] = figures[name][headline]
         pooled = {k: v for k, v in summary['pooled'].items() if k not in ('lines', 'figures', 'points')}
         if pooled:
             figures[f'{name}_pooled'] = pooled
@@ -261,6 +273,8 @@ def main(argv=None):
     w.add_argument('id')
     w.add_argument('sweep_dir')
     w.add_argument('--command', help='the command as the pages give it')
+    w.add_argument('--means', nargs='*', metavar='PREFIX', help="also keep the means over the seeds of sweep.json's "
+                   'figures whose path starts with a PREFIX (15.2/weak/ ...), for the pages to quote')
     e = sub.add_parser('exercises', help="finished exercise sweeps (DIR/exN): each answer's hold rate")
     e.add_argument('id')
     e.add_argument('dir')

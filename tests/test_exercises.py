@@ -216,14 +216,23 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_is_intact(chap
     assert (out / 'results.json').read_bytes() == before
 
 
-def test_an_exercise_over_seeds_gives_every_answer_a_hold_rate(tmp_path, capsys):
-    out = tmp_path / 'sweep'
-    assert exit_code(main, ['exercise', '1', '--smoke', '--seeds', '0-1', '--out', str(out), '--workers', '1']) == 0
+def test_an_exercise_over_seeds_gives_every_answer_a_hold_rate(chapter, tmp_path, capsys):
+    sweep = tmp_path / 'sweep'  # an agentrl sweep folder of one seed: the smoke reproduction as seed 0
+    sweep.mkdir()
+    (sweep / 'seed0').symlink_to(chapter, target_is_directory=True)
+    out = tmp_path / 'ex'
+    argv = ['exercise', '1', '--smoke', '--seeds', '0', '--from', str(sweep), '--out', str(out), '--workers', '1']
+    assert exit_code(main, argv) == 0
     summary = json.loads((out / 'exercise.json').read_text())
-    assert summary['n'] == 2 and summary['seeds'] == [0, 1]
-    for key, a in summary['answers'].items():
-        assert set(a['per_seed']) == {'0', '1'} and a['n'] == sum(r['holds'] is not None for r in a['per_seed'].values())
+    assert summary['n'] == 1 and summary['seeds'] == [0] and summary['env'] == 'bugfix'
+    for a in summary['answers'].values():
+        assert set(a['per_seed']) == {'0'} and a['n'] == sum(r['holds'] is not None for r in a['per_seed'].values())
     assert '| answer | decided by | hold rate |' in (out / 'exercise.md').read_text()
+    assert exit_code(main, argv + ['--resume']) == 0  # a finished seed is skipped, the summary written again
+    assert json.loads((out / 'exercise.json').read_text())['answers'] == summary['answers']
+    assert exit_code(main, ['exercise', '1', '--smoke', '--seeds', '0-1', '--from', str(sweep), '--out',
+                            str(tmp_path / 'x')]) == 2
+    assert 'has no finished run for seed 1' in capsys.readouterr().err
 
 
 def test_list_shows_the_seven_questions(capsys):

@@ -154,6 +154,8 @@ def _length(p):
             f"({r['short']['mean_length']:.1f} vs {r['long']['mean_length']:.1f} action tokens)")
 
 
+HEADLINE = 'token-step-depends-on-length'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
     Answer('token-identity', 'With token averaging, the 0/1 policy gradient is the SFT gradient on the kept episodes '
            'times (kept action tokens) / (all action tokens).', f'max |g_pg - factor g_sft| <= {TOLERANCE:g}',

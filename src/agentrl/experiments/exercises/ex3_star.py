@@ -113,6 +113,8 @@ def _still_cloning(p):
             f"{t['forced_tokens']}/{t['trained_tokens']} ({t['forced_tokens'] / max(t['trained_tokens'], 1):.1%})")
 
 
+HEADLINE = 'masked-stays-unlearned'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
     Answer('masked-stays-unlearned', 'With the forced tokens masked, the group expert iteration never covers stays '
            'unlearned: the answer is the one token the model is never taught.',

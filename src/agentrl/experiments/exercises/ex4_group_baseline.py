@@ -192,6 +192,8 @@ def _plateau(p):
             f"{len(r['baseline_ever'])}")
 
 
+HEADLINE = 'plateau-stays'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
     Answer('baseline-identity', 'Weighting failures by -R/(1-R) is the baseline policy gradient times 1/(1-R), group by '
            'group.', f'max |g_weighted - g_baseline / (1 - R)| <= {TOLERANCE:g} over the mixed groups', _identity),

@@ -104,16 +104,6 @@ def _last(p):
     return r['chapter_last'], r['sft_last']
 
 
-def _format(p):
-    weak, sft = _last(p)
-    return sft['invalid'] <= weak['invalid'] / 2, f"invalid calls per episode: {sft['invalid']:.2f} vs 15.4's {weak['invalid']:.2f}"
-
-
-def _held(p):
-    weak, sft = _last(p)
-    return sft['held'] >= weak['held'] + 0.3, f"held-out pass {sft['held']:.2f} vs 15.4's {weak['held']:.2f}"
-
-
 def _reads(p):
     w, s = p['weak_pairs'], p['sft_pairs']
     if not w['pairs'] or not s['pairs']:
@@ -123,13 +113,49 @@ def _reads(p):
             f"{len(s['groups'])} vs {len(w['groups'])}")
 
 
+def _rejected_read(p):
+    s = p['sft_pairs']
+    if not s['pairs']:
+        raise Undecided('no pair from the step-20 checkpoint')
+    return (s['rejected_read_first'] >= 0.8,
+            f"step-20 pairs: chosen read first {s['chosen_read_first']:.0%}, rejected {s['rejected_read_first']:.0%}")
+
+
+def _format_breaks(p):
+    _, last = _last(p)
+    start = p['sft_pairs']['start']
+    return (last['invalid'] >= start['invalid'] + 1.0,
+            f"invalid calls per episode {start['invalid']:.2f} at the start -> {last['invalid']:.2f} (15.4: "
+            f"{p['compare']['chapter_last']['invalid']:.2f})")
+
+
+def _held_falls(p):
+    _, last = _last(p)
+    start = p['sft_pairs']['start']
+    return (last['held'] < start['held'],
+            f"held-out pass {start['held']:.2f} at the start -> {last['held']:.2f} (15.4: "
+            f"{p['compare']['chapter_last']['held']:.2f})")
+
+
+def _chosen_down(p):
+    _, last = _last(p)
+    return last['d_chosen'] < 0, f"d_chosen {last['d_chosen']:+.2f}, d_rejected {last['d_rejected']:+.2f} at the last step"
+
+
+HEADLINE = 'format-breaks-anyway'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
-    Answer('format-holds', 'From the step-20 checkpoint, DPO keeps the format that offline DPO from the weak base breaks.',
-           "invalid calls per episode at the last step <= half of 15.4's", _format),
-    Answer('held-out-higher', 'It ends far above 15.4 on held-out tasks.', "held-out pass >= 15.4's + 0.3", _held),
-    Answer('chosen-read-first', 'The chosen episodes explain it: from the step-20 checkpoint they read before they act, '
-           "where 15.4's chosen episodes are mostly lucky guesses that never read.",
+    Answer('chosen-read-first', "The chosen episodes differ from 15.4's: from the step-20 checkpoint they read before "
+           "they act and cover every group, where 15.4's are mostly lucky guesses that never read.",
            "share of chosen episodes that read first >= 15.4's + 0.3", _reads),
+    Answer('rejected-read-first-too', 'So do the rejected ones: a pair differs in the answer, not in the way of working.',
+           'share of rejected episodes that read first >= 0.8', _rejected_read),
+    Answer('format-breaks-anyway', 'Offline DPO still breaks the format, from a checkpoint that had it.',
+           "invalid calls per episode at the last step >= the start's + 1", _format_breaks),
+    Answer('held-out-falls', 'And it loses held-out pass the checkpoint had: good chosen episodes do not make offline '
+           'DPO safe.', "held-out pass at the last step < the step-20 checkpoint's", _held_falls),
+    Answer('chosen-pushed-down', 'The mechanism: pushing the rejected down pushes the chosen down too, whose tokens '
+           'they share.', 'd_chosen < 0 at the last step', _chosen_down),
 )
 
 

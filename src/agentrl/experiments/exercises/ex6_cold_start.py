@@ -137,6 +137,8 @@ def _late_ends_high(p):
             f"start) vs step {first['step']} {first['final_held']:.2f} ({first['signal']:.2f})")
 
 
+HEADLINE = 'least-signal-gains-least'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
     Answer('same-checkpoints', "The exercise's SFT run is the chapter's: its step-20 checkpoint is 15.2's.",
            'every weight equal', _matches),

@@ -52,6 +52,7 @@ from ...recipes.sft import sft_train
 from ...render import collate
 from ...rollout import scripted_rollout
 from .answers import Answer, Undecided
+from .pooling import mean, rounded, spread
 
 NEEDS = ('15.2',)
 CHECKPOINTS = ('weak',)
@@ -327,6 +328,8 @@ def _earliest(metric):
     return check
 
 
+HEADLINE = 'sft-wins'
+"""The answer the README's table gives for this exercise."""
 ANSWERS = (
     Answer('demonstrator-rates', "The demonstrations show the demonstrator's stated fault rates.",
            'each measured share within 4 standard errors of its rate', _rates),
@@ -338,20 +341,31 @@ ANSWERS = (
 
 
 def pooled(per_seed: dict, out) -> dict:
-    """Over seeds: how often each stage wins, how often each metric is (among) the earliest to separate the winner,
-    and at which step."""
+    """Over seeds: how often each stage wins, how often each metric is (among) the earliest to separate the winner
+    and at which step, and the stages' dashboards at their first reading and at their end (means)."""
     from collections import Counter
     verdicts = {int(s): decide(p) for s, p in per_seed.items()}
+    decided = [v for v in verdicts.values() if v['winner'] is not None]
     wins = Counter(v['winner'] for v in verdicts.values())  # None: no winner
-    earliest = Counter(m for v in verdicts.values() for m in v['earliest'])
-    steps = {m: sorted(v['separation'][m]['step'] for v in verdicts.values() if v['separation'].get(m, {}).get('step')
-                       is not None) for m in METRICS}
-    held = {n: sum(v['held'][n] for v in verdicts.values()) / len(verdicts) for n in STAGES}
+    earliest = Counter(m for v in decided for m in v['earliest'])
+    steps = {m: sorted(v['separation'][m]['step'] for v in decided if v['separation'][m]['step'] is not None)
+             for m in METRICS}
+    held = {n: mean(v['held'][n] for v in verdicts.values()) for n in STAGES}
+
+    def at(k, m):  # each stage's metric at its k-th reading (0: the weak base), mean over seeds
+        return {n: mean(p[f'stage_{n}']['trace'][k][1][m] for p in per_seed.values()) for n in STAGES}
+
     n = len(verdicts)
+    f = {'wins': {str(k): v for k, v in wins.items()}, 'no_winner': wins[None], 'decided': len(decided),
+         'earliest': {m: earliest[m] for m in METRICS}, 'separates': {m: len(steps[m]) for m in METRICS},
+         'median_step': {m: steps[m][len(steps[m]) // 2] if steps[m] else None for m in METRICS},
+         'mean_held': held, 'held_range': {k: spread(v['held'][k] for v in verdicts.values()) for k in STAGES},
+         'first_reading': {m: at(1, m) for m in METRICS}, 'end': {m: at(-1, m) for m in METRICS}, 'n': n}
     lines = ['wins on held-out pass after RL: ' + ', '.join(f'{STAGES[k]} {wins[k]}/{n}' for k in STAGES)
-             + f', no winner (closer than {TIE}) {wins[None]}/{n}'
-             + ' (mean held-out pass: ' + ', '.join(f'{k} {held[k]:.2f}' for k in STAGES) + ')',
-             'earliest to separate the winner: ' + ', '.join(f'{m} {earliest[m]}/{n}' for m in METRICS),
-             'separates it at all: ' + ', '.join(f'{m} {len(steps[m])}/{n}' + (f' (median step {steps[m][len(steps[m]) // 2]})'
-                                                                           if steps[m] else '') for m in METRICS)]
-    return {'wins': {str(k): v for k, v in wins.items()}, 'earliest': dict(earliest), 'steps': steps, 'mean_held': held, 'lines': lines}
+             + f', no winner (closer than {TIE}) {wins[None]}/{n} (mean held-out pass: '
+             + ', '.join(f'{k} {held[k]:.2f}' for k in STAGES) + ')',
+             f'earliest to separate the winner, of {len(decided)} seeds with one: '
+             + ', '.join(f'{m} {earliest[m]}' for m in METRICS),
+             'separates it at all: ' + ', '.join(f"{m} {f['separates'][m]}" + (
+                 f" (median step {f['median_step'][m]})" if steps[m] else '') for m in METRICS)]
+    return rounded({**f, 'lines': lines})
