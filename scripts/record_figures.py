@@ -165,13 +165,17 @@ def record_reproduce(args) -> dict:
 
 def record_sweep(args) -> dict:
     """A finished ``agentrl sweep``: each claim's hold rate over its seeds (``'9/10'``; ``'n/a'`` where it applies to
-    no seed), the seeds' claim figures, and the sweep's wall time and provenance."""
+    no seed) and its failing seeds where there are one to three; how many claims apply and how many hold at every seed
+    they apply to; the seeds' claim figures, and the sweep's wall time and provenance."""
     sweep = json.loads((Path(args.sweep_dir) / 'sweep.json').read_text())
-    rates, figures = {}, {}
+    rates, fails, figures = {}, {}, {}
     for key, claim in sweep['claims'].items():
         verdicts = [v['holds'] for v in claim['per_seed'].values()]
         applicable = [v for v in verdicts if v is not None]
         rates[key] = f'{sum(applicable)}/{len(applicable)}' if applicable else 'n/a'
+        failing = [seed for seed, v in claim['per_seed'].items() if v['holds'] is False]
+        if 1 <= len(failing) <= 3:  # the pages name the failing seeds where there are at most three
+            fails[key] = ','.join(failing)
         figures[key] = {seed: v['figure'] for seed, v in claim['per_seed'].items()}
     means = {}  # nested by the path's parts, as the pages' quotes address figures ({means/15.2/weak/train})
     for k, v in sweep['figures'].items():
@@ -185,7 +189,9 @@ def record_sweep(args) -> dict:
             'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
                        'by a seed or two where a claim is near its threshold.',
             'env': sweep['env'], 'seeds': sweep['seeds'], **machine(sweep['provenance']),
-            'figures': {'claims': rates, 'wall_seconds': round(sweep['wall_seconds']), 'means': means},
+            'figures': {'claims': rates, 'fails': fails, 'applicable': sum(r != 'n/a' for r in rates.values()),
+                        'every_seed': sum(r != 'n/a' and r.split('/')[0] == r.split('/')[1] for r in rates.values()),
+                        'wall_seconds': round(sweep['wall_seconds']), 'means': means},
             'claim_figures': figures}
 
 
