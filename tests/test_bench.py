@@ -9,7 +9,7 @@ from agentrl.experiments.bench import bench, bench_render
 
 RATIOS = ('rollout_vs_forward', 'kv_cache_speedup', 'sampling_vs_hf', 'sft_step_vs_hf')
 TINY = dict(repeats=2, threads=1, n_tasks=2, episodes_per_task=2, weak_steps=2, sft_steps=2, sft_batch=4,
-            peer_attns=('sdpa',), gemm_sizes=(128, 256), log=lambda msg: None)
+            peer_attns=('sdpa',), gemm_sizes=(128, 256), slow_episodes=8, slow_delay=0.005, log=lambda msg: None)
 
 
 def _positive(x):
@@ -33,6 +33,8 @@ def test_own_figures(result):
     assert 0 < sft['policy_tokens'] < sft['tokens']
     assert _positive(result['sft_step']['tokens_per_s'])
     assert result['machine']['torch'] == torch.__version__ and result['machine']['threads'] == 1
+    slow = result['slow_env']  # the slow-environment workload: the pool gives the serial trajectories
+    assert slow['episodes'] == 8 and slow['identical'] is True and _positive(result['slow_env_serial_vs_pool'])
     json.dumps(result)  # the --json output is this dict
 
 
@@ -73,7 +75,7 @@ def test_without_transformers_the_peer_rows_are_skipped(monkeypatch):
     monkeypatch.setattr(bench, 'have_transformers', lambda: False)
     said = []
     res = bench.run(**{**TINY, 'n_tasks': 1, 'episodes_per_task': 1, 'weak_steps': 1, 'sft_steps': 1,
-                       'log': said.append})
+                       'slow_episodes': 0, 'log': said.append})
     assert res['sampling_vs_hf'] is None and res['sft_step_vs_hf'] is None
     assert "pip install -e '.[bench]'" in res['peer_skipped'] and res['peer_skipped'] in said
     assert _positive(res['kv_cache_speedup'])
