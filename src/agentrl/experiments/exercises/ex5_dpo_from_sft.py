@@ -122,19 +122,18 @@ def _rejected_read(p):
 
 
 def _format_breaks(p):
-    _, last = _last(p)
+    chapter, last = _last(p)
     start = p['sft_pairs']['start']
     return (last['invalid'] >= start['invalid'] + 1.0,
             f"invalid calls per episode {start['invalid']:.2f} at the start -> {last['invalid']:.2f} (15.4: "
-            f"{p['compare']['chapter_last']['invalid']:.2f})")
+            f"{chapter['invalid']:.2f})")
 
 
 def _held_falls(p):
-    _, last = _last(p)
+    chapter, last = _last(p)
     start = p['sft_pairs']['start']
     return (last['held'] < start['held'],
-            f"held-out pass {start['held']:.2f} at the start -> {last['held']:.2f} (15.4: "
-            f"{p['compare']['chapter_last']['held']:.2f})")
+            f"held-out pass {start['held']:.2f} at the start -> {last['held']:.2f} (15.4: {chapter['held']:.2f})")
 
 
 def _chosen_down(p):
