@@ -58,6 +58,8 @@ class Mailroom(arl.TextEnv):
     max_turns, max_tokens, max_call_words = 5, 64, 2
     tasks = tuple(make_parcels())
     example_calls = ('label', 'drop', *(f'go {room}' for room in ROOMS))
+    calls = (arl.Call('label', "read the parcel's label"), arl.Call('go', 'walk to a room', (arl.Arg('room', 'the room'),)),
+             arl.Call('drop', 'leave the parcel where you are and end the episode'))  # what a language model is told
     scripted_kinds = ('oracle', 'blind', 'random')
 
     def start(self, parcel) -> str:

@@ -29,8 +29,9 @@ def scripted(renderer, kind, seed, tasks):
     return [arl.scripted_rollout(arl.scripted_policy(kind, seed=seed), arl.BugFixEnv(), t, renderer) for t in tasks]
 
 
-def messages_of(traj, renderer):
-    """The conversation of a trajectory, read off its owners and turns."""
+def messages_of(traj, renderer, env=arl.BugFixEnv):
+    """The conversation of a trajectory, read off its owners and turns; the system message is ``env``'s description
+    of its calls (which the renderer puts first)."""
     ids, owner, turn = traj.ids.tolist(), traj.owner.tolist(), traj.turn.tolist()
     prompt = renderer.decode([i for i, o in zip(ids, owner) if o == PROMPT])
     calls, replies = [], []
@@ -39,7 +40,7 @@ def messages_of(traj, renderer):
         reply = [i for i, o, t in zip(ids, owner, turn) if t == k and o == TOOL]
         if reply:
             replies.append(renderer.decode(reply))
-    return episode_messages(prompt, calls, replies)
+    return episode_messages(prompt, calls, replies, system=arl.describe_calls(env.calls))
 
 
 def test_renderer_protocol(renderer):

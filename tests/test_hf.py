@@ -17,7 +17,7 @@ pytest.importorskip('transformers')
 
 import agentrl as arl  # noqa: E402
 from agentrl.chat import ChatRenderer, replay  # noqa: E402
-from agentrl.hf import ARCHS, HFPolicy, hf_config, make_policy, word_tokenizer  # noqa: E402
+from agentrl.hf import ARCHS, HFPolicy, hf_config, make_policy, word_renderer, word_tokenizer  # noqa: E402
 from agentrl.policy import Policy  # noqa: E402
 from agentrl.recipes.dpo import episode_logp, preference_loss  # noqa: E402
 from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads  # noqa: E402
@@ -86,7 +86,7 @@ def test_policy_protocol(tok):
 def test_word_tokenizer_keeps_our_ids(tok, oracle_demos):
     wt = word_tokenizer(tok)
     assert len(wt) == tok.vocab_size and wt.pad_token_id == tok.pad_id
-    renderer = ChatRenderer(wt)
+    renderer = word_renderer(tok)
     assert renderer.stop_id == tok.stop_id
     for demo in oracle_demos:
         again = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), arl.make_tasks('all')[
@@ -178,7 +178,8 @@ def test_chat_rollouts_equal_their_scripted_replay(trained_chat_gpt2, chatml, ta
         assert torch.equal(again.ids, t.ids), t.info['actions']
         assert torch.equal(again.owner, t.owner) and torch.equal(again.turn, t.turn)
         assert again.reward == t.reward
-        msgs = [{'role': 'user', 'content': chatml.decode(t.ids[t.owner == arl.OWNER['prompt']])}]
+        msgs = [{'role': 'system', 'content': arl.describe_calls(arl.BugFixEnv.calls)},
+                {'role': 'user', 'content': chatml.decode(t.ids[t.owner == arl.OWNER['prompt']])}]
         assert t.ids.tolist()[:len(chatml.apply_chat_template(msgs, add_generation_prompt=True))] == \
             chatml.apply_chat_template(msgs, add_generation_prompt=True)
     with torch.no_grad():  # behaviour log-probs of the chat rollouts match the full forward too

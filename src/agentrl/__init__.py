@@ -20,6 +20,7 @@ _LAZY = {
     'scripted_policy': 'envs.bugfix',
     'EnvProtocolError': 'envs', 'EnvStepError': 'envs', 'check_text_env': 'envs', 'episode_texts': 'envs',
     'make_env_factory': 'envs', 'TextEnv': 'envs', 'InvalidCall': 'envs',
+    'Arg': 'envs.calls', 'Call': 'envs.calls', 'describe_calls': 'envs.calls',  # calls, described for a language model
     'from_gem': 'envs.adapters.gem', 'from_textarena': 'envs.adapters.textarena',  # other libraries' environments
     'SeedTask': 'envs.adapters.seeds', 'seed_splits': 'envs.adapters.seeds', 'seed_tasks': 'envs.adapters.seeds',
     'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',

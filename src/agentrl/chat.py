@@ -13,6 +13,13 @@ its owner (``render.OWNER``):
 
 So ``action_mask`` is 1 exactly on each assistant message's content and its end-of-turn marker.
 
+A language model is told what it may do, and reads text as a person writes it (``envs.calls``). An episode of
+an environment that describes its ``calls`` starts with that description where the template expects it: the
+template's own ``tools=`` where it renders tools, else a ``system`` message (``describe``); its tokens are
+``template``, the same in every episode of the environment. Its prompt and replies are rendered as its
+``readable`` text (BugFix's ``read`` as Python source); what the environment receives and records is
+unchanged.
+
 Token in, token out: a sampled call's ids are kept as sampled, never re-tokenised from its text;
 only the prompt, the replies and the template are tokenised. When the sampled ids are the
 tokenizer's own encoding of the call text, the episode is token-identical to rendering its
@@ -33,6 +40,7 @@ from collections.abc import Mapping
 
 import torch
 
+from .envs.calls import describe_calls, env_calls, env_readable, tool_schemas
 from .envs.play import Replay
 from .envs.protocol import DEFAULT_ENV, find_task, make_env_factory
 from .owners import OWNER
@@ -41,6 +49,10 @@ from .render import Trajectory, TrajectoryBuilder, render_play
 
 _TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
 _SENTINELS = ('XXUSERXX', 'XXCALLAXX', 'XXREPLYAXX', 'XXCALLBXX', 'XXREPLYBXX', 'XXCALLCXX')
+_SYSTEM = 'XXSYSTEMXX'
+DESCRIBE = ('auto', 'system', 'tools', 'none')
+"""Where ``ChatRenderer`` puts an environment's description of its calls: ``'auto'`` (the template's ``tools=``
+where it renders tools, else a system message), ``'system'``, ``'tools'``, or ``'none'`` (nowhere)."""
 _PROBE = ('find the key of room 3 : then open it', 'look room_3', 'room_3 : a box ( x , y ) <= 7 // [ k ]',
           'take key_7', 'taken : 1 key , done ?', 'submit', 'submitted')
 """A probe conversation (any text works: it checks that rendering piece by piece equals the template's)."""
@@ -56,11 +68,12 @@ def chat_ids(out) -> list[int]:
     return list(out)
 
 
-def episode_messages(prompt: str, calls, replies) -> list[dict]:
-    """Messages of an episode: ``prompt`` as user, then each call (assistant) and its reply (tool).
+def episode_messages(prompt: str, calls, replies, system: str | None = None) -> list[dict]:
+    """Messages of an episode: ``system`` (if given), ``prompt`` as user, then each call (assistant) and its reply
+    (tool).
 
     ``replies`` may be one shorter than ``calls`` (an episode cut after its last call)."""
-    messages = [{'role': 'user', 'content': prompt}]
+    messages = ([{'role': 'system', 'content': system}] if system else []) + [{'role': 'user', 'content': prompt}]
     for k, call in enumerate(calls):
         messages.append({'role': 'assistant', 'content': call})
         if k < len(replies):
@@ -80,12 +93,20 @@ class ChatRenderer:
         calls: well-formed calls that size the default limit, whatever the environment.
         call_slack: extra tokens a sampled call may take beyond the longest well-formed one
             (a model may spell a call with more tokens than the tokenizer would).
+        describe: where an environment's description of its calls goes (``DESCRIBE``): ``'auto'`` (default:
+            the template's ``tools=`` if it renders tools, else a system message), ``'system'``, ``'tools'``,
+            ``'none'``.
+        readable: show the environment's prompt and replies as its ``readable`` text (default); False: as its
+            words (a word-level vocabulary: ``hf.word_renderer``).
     """
 
     def __init__(self, tokenizer, chat_template: str | None = None, max_call_tokens: int | None = None,
-                 call_slack: int = 2, calls=None):
+                 call_slack: int = 2, calls=None, describe: str = 'auto', readable: bool = True):
+        if describe not in DESCRIBE:
+            raise ValueError(f'unknown describe {describe!r}; valid values are {list(DESCRIBE)}')
         self.tokenizer = tokenizer
         self.template = chat_template
+        self.readable = bool(readable)
         if chat_template is None and not getattr(tokenizer, 'chat_template', None):
             raise ValueError(f'{type(tokenizer).__name__} has no chat template; pass chat_template=...')
         backend = getattr(tokenizer, 'backend_tokenizer', None) or getattr(tokenizer, '_tokenizer', None)
@@ -104,11 +125,18 @@ class ChatRenderer:
         self._limits = {}  # environment class -> its call limit, from its example_calls
         self._vocab = None
         self._check_probe()
+        source = chat_template if chat_template is not None else tokenizer.chat_template
+        self.describe = describe if describe != 'auto' else 'tools' if 'tools' in str(source) else 'system'
+        if self.describe == 'tools' and 'tools' not in str(source):
+            raise ValueError("describe='tools' needs a chat template that renders tools=; this one does not mention "
+                             "them (use describe='system')")
+        self._heads = {}  # an environment's calls -> the episode header that describes them
 
     # --- the template's pieces
-    def render_text(self, messages, add_generation_prompt: bool = False) -> str:
-        """The template's text for ``messages``."""
-        kw = {'chat_template': self.template} if self.template is not None else {}
+    def render_text(self, messages, add_generation_prompt: bool = False, **kw) -> str:
+        """The template's text for ``messages`` (``kw``: more of ``apply_chat_template``'s arguments, e.g. ``tools``)."""
+        if self.template is not None:
+            kw.setdefault('chat_template', self.template)
         return self.tokenizer.apply_chat_template(list(messages), tokenize=False,
                                                   add_generation_prompt=add_generation_prompt, **kw)
 
@@ -152,12 +180,50 @@ class ChatRenderer:
                              'close each assistant message with the same token, both mid-episode and at its end')
         self.stop_id = self.call_to_reply[0]
         self.eot = self.tokenizer.convert_ids_to_tokens(self.stop_id)
+        self.system_pieces = self._system_pieces(u)
+
+    def _system_pieces(self, user: str):
+        """(before a system message's content, between it and the prompt), tokenised; None when the template renders
+        no system message."""
+        try:
+            text = self.render_text([{'role': 'system', 'content': _SYSTEM}, {'role': 'user', 'content': user}])
+        except Exception:  # a template that refuses the role (raise_exception in Jinja)
+            return None
+        if text.count(_SYSTEM) != 1 or text.count(user) != 1 or text.index(_SYSTEM) > text.index(user):
+            return None
+        before, rest = text.split(_SYSTEM)
+        between = rest.split(user)[0]
+        return self.encode(before), self.encode(between)
+
+    def header(self, env=None) -> list[int]:
+        """The ids before an episode's prompt: the template's header, with ``env``'s description of its calls where
+        ``describe`` puts it (none when the environment describes no calls, or ``describe='none'``)."""
+        calls = env_calls(env) if env is not None and self.describe != 'none' else ()
+        if not calls:
+            return self.head
+        if calls not in self._heads:
+            self._heads[calls] = self._describe_head(calls)
+        return self._heads[calls]
+
+    def _describe_head(self, calls) -> list[int]:
+        if self.describe == 'tools':
+            text = self.render_text([{'role': 'user', 'content': _SENTINELS[0]}], tools=tool_schemas(calls))
+            if text.count(_SENTINELS[0]) != 1:
+                raise ValueError('the chat template renders the prompt more than once beside tools=; use '
+                                 "describe='system'")
+            return self.encode(text.split(_SENTINELS[0])[0])
+        if self.system_pieces is None:
+            raise ValueError("the chat template renders no system message, so the environment's calls cannot be "
+                             "described in one; pass describe='none' (or a template with a system role)")
+        before, between = self.system_pieces
+        return before + self.encode(describe_calls(calls)) + between
 
     def _check_probe(self):
         prompt, *rest = _PROBE
         calls, replies = rest[0::2], rest[1::2]
-        for n_replies in (len(calls), len(calls) - 1):
-            msgs = episode_messages(prompt, calls, replies[:n_replies])
+        systems = (None, 'the calls: look ROOM, take KEY, submit') if self.system_pieces else (None,)
+        for system, n_replies in [(s, n) for s in systems for n in (len(calls), len(calls) - 1)]:
+            msgs = episode_messages(prompt, calls, replies[:n_replies], system=system)
             mine, theirs = self.render_messages(msgs).ids.tolist(), self.apply_chat_template(msgs)
             if mine != theirs:
                 i = next((k for k, (x, y) in enumerate(zip(mine, theirs)) if x != y), min(len(mine), len(theirs)))
@@ -174,8 +240,10 @@ class ChatRenderer:
             ids = ids.tolist()
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def new_episode(self) -> 'ChatEpisode':
-        return ChatEpisode(self)
+    def new_episode(self, env=None) -> 'ChatEpisode':
+        """A builder for one episode of ``env`` (its description of its calls in the header, its text as
+        ``readable`` shows it); ``env=None``: the template's plain header, text as given."""
+        return ChatEpisode(self, self.header(env), env_readable(env) if env is not None and self.readable else None)
 
     @property
     def vocab(self) -> list:
@@ -214,15 +282,22 @@ class ChatRenderer:
 
     # --- messages <-> trajectories
     def render_messages(self, messages, reward: float = 0.0, info: dict | None = None, turn_rewards=None) -> Trajectory:
-        """Render a conversation (user, then assistant / tool alternating) -> Trajectory with owners.
+        """Render a conversation (an optional system message, user, then assistant / tool alternating) -> Trajectory
+        with owners (the system message's tokens are ``template``, as an environment's description is).
 
         An assistant message with ``"end_of_turn": false`` is rendered without its end-of-turn marker
         (a call cut at the length limit, as ``export`` writes it). ``reward`` is the return; ``turn_rewards``
         (optional) each call's reward (without it the return is paid at the last call)."""
         messages = list(messages)
+        head = None
+        if messages and messages[0].get('role') == 'system':
+            if self.system_pieces is None:
+                raise ValueError('the chat template renders no system message')
+            before, between = self.system_pieces
+            head, messages = before + self.encode(messages[0]['content']) + between, messages[1:]
         if not messages or messages[0].get('role') != 'user':
-            raise ValueError('an episode starts with the user message (the task prompt)')
-        ep = self.new_episode()
+            raise ValueError('an episode starts with the user message (the task prompt), after an optional system one')
+        ep = ChatEpisode(self, self.head if head is None else head)
         ep.prompt(messages[0]['content'])
         expect = 'assistant'
         for k, m in enumerate(messages[1:], start=1):
@@ -247,18 +322,20 @@ class ChatEpisode(TrajectoryBuilder):
     """One episode's tokens, owners, turns and behaviour log-probs under a chat template
     (``render.TrajectoryBuilder`` with the template's ``prompt`` and ``reply``)."""
 
-    def __init__(self, renderer: ChatRenderer):
+    def __init__(self, renderer: ChatRenderer, head=None, show=None):
         super().__init__(renderer.vocab)
         self.r = renderer
+        self.head = renderer.head if head is None else head  # the header, with a description of the calls or not
+        self.show = show or (lambda text: text)  # the environment's text as the model reads it
         self.open_call = False  # the last thing added is a call no reply has followed yet
         self.closed = False
 
     def prompt(self, text: str) -> list[int]:
         """The header, the prompt and the generation prompt -> the ids added."""
-        r = self.r
-        content = r.encode(text)
-        return self._add(r.head + content + r.user_to_call,
-                         [_TEMPLATE] * len(r.head) + [_PROMPT] * len(content) + [_TEMPLATE] * len(r.user_to_call))
+        r, head = self.r, self.head
+        content = r.encode(self.show(text))
+        return self._add(head + content + r.user_to_call,
+                         [_TEMPLATE] * len(head) + [_PROMPT] * len(content) + [_TEMPLATE] * len(r.user_to_call))
 
     def call(self, ids, logprobs=None) -> list[int]:
         """The policy's sampled call, kept as sampled (normally ending in the end-of-turn marker) -> the ids added."""
@@ -271,7 +348,7 @@ class ChatEpisode(TrajectoryBuilder):
         r = self.r
         before = r.call_to_reply[1:]  # the end-of-turn marker is the call's own (or absent, for a cut call)
         after = r.reply_end if final else r.reply_to_call
-        content = r.encode(text)
+        content = r.encode(self.show(text))
         self.open_call, self.closed = False, final
         return self._add(before + content + after,
                          [_TEMPLATE] * len(before) + [_TOOL] * len(content) + [_TEMPLATE] * len(after))

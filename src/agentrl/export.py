@@ -13,7 +13,7 @@ as JSON Lines in the conversational format of Hugging Face trainers and ``datase
 
 Reading a file back through a chat renderer (``read_episodes``) gives the run's ids exactly: the
 word-level layout is itself a chat template (``hf.WORD_TEMPLATE``), so
-``ChatRenderer(hf.word_tokenizer(tok))`` renders the messages token for token as the run did.
+``hf.word_renderer(tok)`` renders the messages token for token as the run did.
 Writing needs nothing beyond agentrl; reading back needs the ``hf`` extra.
 """
 from __future__ import annotations
@@ -141,13 +141,12 @@ def read_pairs(path, renderer) -> list[tuple]:
 
 
 def check_round_trip(run, written: dict, tok=None) -> dict:
-    """Re-render the exported files through ``ChatRenderer(word_tokenizer(tok))`` and compare ids, owners
+    """Re-render the exported files through ``hf.word_renderer(tok)`` and compare ids, owners
     and turns with the run's own trajectories -> counts of identical episodes and pairs."""
     import torch
 
-    from .chat import ChatRenderer
-    from .hf import word_tokenizer
-    renderer = ChatRenderer(word_tokenizer(tok if tok is not None else run_tokenizer(run)))
+    from .hf import word_renderer
+    renderer = word_renderer(tok if tok is not None else run_tokenizer(run))
     episodes, pairs = run_trajectories(run)
     originals = [t for trajs in episodes.values() for t in trajs]
 

@@ -21,10 +21,12 @@ Nothing is downloaded: models come from configs, tokenizers are built locally.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 ARCHS = ('gpt2', 'llama')
 """Architectures ``make_policy`` builds (the TinyAgent's shape, random init)."""
@@ -52,7 +54,7 @@ def _transformers():
 def word_tokenizer(tok):
     """Our word-level ``Tokenizer`` as a ``PreTrainedTokenizerFast`` with the same ids and ``WORD_TEMPLATE``.
 
-    ``ChatRenderer(word_tokenizer(tok))`` renders an episode token for token as ``EpisodeBuilder`` does."""
+    ``word_renderer(tok)`` renders an episode through it token for token as ``EpisodeBuilder`` does."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     from .tokenizer import BOS, END_TOOL, PAD, SPECIALS, STOP, TOOL, UNK
@@ -67,6 +69,13 @@ def word_tokenizer(tok):
     if len(out) != tok.vocab_size or out.convert_tokens_to_ids(STOP) != tok.stop_id:
         raise ValueError('the wrapped tokenizer does not keep the word-level ids')
     return out
+
+
+def word_renderer(tok):
+    """``ChatRenderer(word_tokenizer(tok))`` for the word-level layout: no description of the calls, the environment's
+    words as they are; it renders an episode token for token as ``EpisodeBuilder`` does."""
+    from .chat import ChatRenderer
+    return ChatRenderer(word_tokenizer(tok), describe='none', readable=False)
 
 
 def hf_config(arch: str, vocab_size: int, d_model: int = 96, n_layers: int = 2, n_heads: int = 4,
@@ -97,16 +106,17 @@ def make_policy(arch: str, tok, d_model: int = 96, n_layers: int = 2, n_heads: i
 
 
 class HFCache:
-    """The key/value cache of one ``HFPolicy`` batch: the model's ``DynamicCache``, a 2-D mask over its
+    """The key/value cache of one ``HFPolicy`` batch: the model's cache (``hf_cache.growing_cache``), a 2-D mask over its
     slots (``mask[b, s] = 1`` where slot ``s`` holds a real token of row ``b``) and each row's length."""
 
-    def __init__(self, kv, batch: int):
+    def __init__(self, kv, batch: int, device='cpu'):
         self.kv = kv
-        self.mask = torch.zeros(batch, 0, dtype=torch.long)  # (B, S) over the cache's slots
-        self.lengths = torch.zeros(batch, dtype=torch.long)  # (B,) real tokens per row
+        self.mask = torch.zeros(batch, 0, dtype=torch.long, device=device)  # (B, S) over the cache's slots
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device)  # (B,) real tokens per row
 
     def keep(self, rows: torch.Tensor):
         """Drop every row not in ``rows`` (finished episodes leave the batch)."""
+        rows = rows.to(self.mask.device)
         if self.mask.shape[1]:
             self.kv.batch_select_indices(rows)
         self.mask, self.lengths = self.mask.index_select(0, rows), self.lengths.index_select(0, rows)
@@ -118,12 +128,21 @@ class HFPolicy(nn.Module):
     Args:
         model: a causal LM (``AutoModelForCausalLM``); dropout should be off for rollouts to match training.
         tokenizer: its tokenizer (kept for ``renderer()`` and checkpoints; the recipes take theirs as ``tok``).
+        precision: where and how it runs (``precision.Precision``, or ``precision.resolve``'s ``dtype`` and
+            ``device`` as ``'fp32'``/``'bf16'`` and ``'cpu'``/``'cuda'``); default float32 on the CPU.
+        source: how to build its pretrained weights again (``pretrained.load_pretrained``'s name or path), which a
+            checkpoint of its LoRA adapters records instead of the weights; None for a model built from a config.
     """
 
-    def __init__(self, model, tokenizer=None):
+    def __init__(self, model, tokenizer=None, precision=None, source: str | None = None):
         super().__init__()
-        self.model = model
+        from .precision import Precision, resolve
+        self.precision = precision if isinstance(precision, Precision) else resolve(*(precision or ('fp32', 'cpu')))
+        self.model = model.to(self.precision.device)
         self.tokenizer = tokenizer
+        self.source = source
+        self.lora = None
+        """The LoRA adapters (``lora.Adapters``), or None: every weight trains."""
         cfg = model.config
         self.max_positions = int(getattr(cfg, 'max_position_embeddings', None) or getattr(cfg, 'n_positions', 1 << 30))
         params = inspect.signature(model.base_model.forward).parameters
@@ -131,20 +150,21 @@ class HFPolicy(nn.Module):
 
     # --- construction
     @classmethod
-    def from_config(cls, config, tokenizer=None, attn: str = 'sdpa') -> 'HFPolicy':
+    def from_config(cls, config, tokenizer=None, attn: str = 'sdpa', precision=None) -> 'HFPolicy':
         """A randomly initialised model of ``config`` (seed torch first for a reproducible init)."""
         transformers = _transformers()
         model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
-        return cls(model, tokenizer)
+        return cls(model, tokenizer, precision)
 
     @classmethod
     def from_pretrained(cls, path, tokenizer=None, **kw) -> 'HFPolicy':
-        """``AutoModelForCausalLM.from_pretrained(path)`` (and its tokenizer, if ``tokenizer`` is None)."""
-        transformers = _transformers()
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, **kw)
-        if tokenizer is None:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-        return cls(model, tokenizer)
+        """A local model folder or ``.gguf`` file, or a known name (``'smollm2'``), with its tokenizer:
+        ``pretrained.load_pretrained(path, ...)`` (``kw``: ``dtype``, ``device``, ``lora_rank``)."""
+        from .pretrained import load_pretrained
+        policy = load_pretrained(path, **kw)
+        if tokenizer is not None:
+            policy.tokenizer = tokenizer
+        return policy
 
     def renderer(self, **kw):
         """A ``ChatRenderer`` on this policy's tokenizer and its chat template."""
@@ -152,6 +172,40 @@ class HFPolicy(nn.Module):
         if self.tokenizer is None:
             raise ValueError('this HFPolicy has no tokenizer')
         return ChatRenderer(self.tokenizer, **kw)
+
+    def __deepcopy__(self, memo):
+        """A copy that trains apart from this policy: its own trainable weights, the frozen ones (the base model
+        under LoRA adapters, which no recipe changes) and the tokenizer shared, so a copy costs the adapters."""
+        for p in self.parameters():
+            if not p.requires_grad:
+                memo[id(p)] = p
+        memo[id(self.tokenizer)] = self.tokenizer
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
+    # --- LoRA (``lora.py``)
+    def add_lora(self, rank: int, alpha: float | None = None, seed: int = 0) -> 'HFPolicy':
+        """Freeze every weight and train LoRA adapters of ``rank`` on every linear layer instead (``lora.add_lora``)."""
+        from .lora import add_lora
+        add_lora(self, rank, alpha, seed)
+        return self
+
+    def new_adapter(self, seed: int = 0) -> None:
+        """Freeze the adapters trained so far and train a fresh one on top (``lora.Adapters.new``): what the policy is
+        now becomes the reference ``adapter_off`` gives back."""
+        self._adapters('new_adapter').new(seed)
+
+    def adapter_off(self):
+        """A context in which the newest adapter is switched off: the policy it was trained from (DPO's reference)."""
+        return self._adapters('adapter_off').off()
+
+    def _adapters(self, what):
+        if self.lora is None:
+            raise ValueError(f'{what}: this policy has no LoRA adapters (add_lora(rank) first)')
+        return self.lora
 
     # --- the policy protocol
     @property
@@ -162,42 +216,72 @@ class HFPolicy(nn.Module):
     def arch(self) -> str:
         return self.model.config.model_type
 
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.precision.device)
+
     def _check_ids(self, ids):
         if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.dim() != 2:
             raise TypeError('ids must be a LongTensor [B, T]')
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
             raise ValueError(f'ids must lie in [0, {self.vocab_size}) (the vocabulary)')
+        if ids.shape[1] > self.max_positions:
+            raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
+
+    def _hidden(self, ids):
+        """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast."""
+        ids = ids.to(self.device)
+        # an all-ones mask: every token is real (right padding is harmless to a causal model), which
+        # transformers turns back into plain causal attention
+        with self.precision.autocast():
+            return self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)[0]
+
+    def _head(self, h):
+        """hidden states (..., d) -> logits (..., V) in float32."""
+        with self.precision.autocast():
+            return self.model.get_output_embeddings()(h).float()
 
     def forward(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
-        """ids (B, T) -> logits (B, T, V): one plain forward, every position computed.
+        """ids (B, T) -> logits (B, T, V) in float32 on the CPU: one plain forward, every position computed.
 
         ``lengths`` (each row's real tokens, from the policy protocol) is accepted and not needed:
         right padding never changes a causal model's real logits.
         """
         self._check_ids(ids)
-        if ids.shape[1] > self.max_positions:
-            raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
-        # an all-ones mask: every token is real (right padding is harmless to a causal model), which
-        # transformers turns back into plain causal attention
-        return self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+        return self._head(self._hidden(ids)).cpu()
+
+    def masked_log_probs(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None) -> torch.Tensor:
+        """``sequence_log_probs`` where ``mask`` (B, T-1) is non-zero, 0 elsewhere -> (B, T-1) on the CPU.
+
+        The output layer and its softmax (49,152 words for SmolLM2) run only at those positions, the policy's tokens
+        in a recipe's loss: a sixth of an episode's, where the plain forward computes them all. The same values as
+        ``sequence_log_probs`` there (the same operations on the same hidden states)."""
+        self._check_ids(ids)
+        B, T = ids.shape
+        h = self._hidden(ids)[:, :-1]  # (B, T-1, d)
+        where = (mask != 0).to(self.device)  # (B, T-1)
+        logits = self._head(h[where])  # (n, V) at the masked positions only
+        targets = ids[:, 1:].to(self.device)[where]  # (n,)
+        logp = -F.cross_entropy(logits, targets, reduction='none')  # (n,)
+        out = torch.zeros(B, T - 1, device=self.device, dtype=logp.dtype)
+        out = out.masked_scatter(where, logp)  # (B, T-1), 0 off the mask
+        return out.cpu()
 
     def new_cache(self, batch: int, capacity: int = 0) -> HFCache:
         """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature)."""
-        from transformers import DynamicCache
-        try:
-            kv = DynamicCache(config=self.model.config)
-        except TypeError:  # transformers 4.x
-            kv = DynamicCache()
-        return HFCache(kv, batch)
+        from .hf_cache import growing_cache
+        return HFCache(growing_cache(), batch, self.device)
 
     def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: HFCache) -> torch.Tensor:
-        """Feed a chunk through the cache -> logits (B, V) at each row's last new token.
+        """Feed a chunk through the cache -> logits (B, V) in float32 on the CPU at each row's last new token.
 
         ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding: its slots are
         masked out and never attended to). A row with ``n_new[b] == 0`` is left as it was; its
-        logits are 0."""
+        logits are 0, and the output layer runs for the other rows only."""
         B, C = ids.shape
-        cols = torch.arange(C)
+        dev = self.device
+        ids, n_new = ids.to(dev), n_new.to(dev)
+        cols = torch.arange(C, device=dev)
         valid = cols[None, :] < n_new[:, None]  # (B, C) real new tokens
         positions = cache.lengths[:, None] + cols[None, :]  # (B, C) each token's position in its own row
         if bool((positions[valid] >= self.max_positions).any()):
@@ -205,26 +289,67 @@ class HFPolicy(nn.Module):
         positions = positions.clamp(max=self.max_positions - 1)  # padding slots: any valid position
         mask = torch.cat([cache.mask, valid.long()], dim=1)  # (B, S + C) over the cache's slots
         ids = ids.masked_fill(~valid, 0)
-        out = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                                    **{self._cache_kw: cache.kv})
+        with self.precision.autocast():
+            out = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                                        **{self._cache_kw: cache.kv})
         h = out[0]  # (B, C, d) last hidden states
-        last = (n_new - 1).clamp(min=0)  # (B,) each row's last new token
-        logits = self.model.get_output_embeddings()(h[torch.arange(B), last])  # (B, V)
+        rows = (n_new > 0).nonzero().squeeze(1)  # (m,) rows that were fed
+        logits = torch.zeros(B, self.vocab_size, device=dev)  # (B, V)
+        logits[rows] = self._head(h[rows, n_new[rows] - 1])  # (m, V): each fed row's last new token
         cache.mask, cache.lengths = mask, cache.lengths + n_new
-        return logits.masked_fill((n_new == 0)[:, None], 0.0)
+        return logits.cpu()
 
-    # --- checkpoints (agentrl.checkpoint): the model's config as JSON, the weights as safetensors
+    # --- checkpoints (agentrl.checkpoint): the config as JSON, the weights (or only the adapters) as safetensors
     def checkpoint_config(self) -> dict:
-        return {'hf': self.model.config.to_dict()}
+        raw = {'hf': self.model.config.to_dict(), 'precision': [self.precision.dtype, self.precision.device]}
+        if self.source is not None:
+            raw['source'] = self.source
+        if self.lora is not None:
+            raw['lora'] = self.lora.config()
+        return raw
+
+    def checkpoint_tensors(self) -> dict:
+        """What a checkpoint stores: the adapters' weights under LoRA on a pretrained ``source`` (the base is built
+        again from it), else every weight."""
+        if self.lora is not None and self.source is not None:
+            return self.lora.state()
+        return self.state_dict()
 
     @classmethod
     def from_checkpoint_config(cls, raw: dict, tokenizer=None) -> 'HFPolicy':
-        transformers = _transformers()
-        cfg = dict(raw['hf'])
-        config = transformers.AutoConfig.for_model(cfg.pop('model_type'), **cfg)
-        attn = cfg.get('_attn_implementation') or 'sdpa'
-        return cls(transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn), tokenizer)
+        """The policy a checkpoint's config describes, before its tensors are loaded (``load_checkpoint_tensors``)."""
+        precision = tuple(raw.get('precision', ('fp32', 'cpu')))
+        if raw.get('source') is not None:
+            from .pretrained import load_pretrained
+            policy = load_pretrained(raw['source'], dtype=precision[0], device=precision[1], quiet=True)
+        else:
+            transformers = _transformers()
+            cfg = dict(raw['hf'])
+            config = transformers.AutoConfig.for_model(cfg.pop('model_type'), **cfg)
+            attn = cfg.get('_attn_implementation') or 'sdpa'
+            policy = cls(transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn), tokenizer,
+                         precision)
+        if raw.get('lora'):
+            from .lora import Adapters
+            Adapters.rebuild(policy, raw['lora'])
+        if tokenizer is not None:
+            policy.tokenizer = tokenizer
+        return policy
+
+    def load_checkpoint_tensors(self, tensors: dict) -> None:
+        """Load what ``checkpoint_tensors`` stored (ValueError naming a missing or unexpected tensor)."""
+        if self.lora is not None and self.source is not None:
+            self.lora.load_state(tensors)
+            return
+        expected = self.state_dict()
+        missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
+        if missing or extra:
+            raise ValueError(f'the checkpoint does not match the model: missing {sorted(missing)[:3]}, '
+                             f'unexpected {sorted(extra)[:3]}')
+        self.load_state_dict(tensors)
 
     def __repr__(self):
         n = sum(p.numel() for p in self.parameters())
-        return f'HFPolicy({self.arch}, vocab {self.vocab_size}, {n / 1e6:.2f} M parameters)'
+        trained = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        lora = f', LoRA rank {self.lora.rank} ({trained / 1e6:.2f} M trained)' if self.lora is not None else ''
+        return f'HFPolicy({self.arch}, vocab {self.vocab_size}, {n / 1e6:.2f} M parameters{lora}, {self.precision})'

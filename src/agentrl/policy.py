@@ -28,7 +28,8 @@ the envs against it.
 **Renderer** (what ``rollout_batch`` and ``scripted_rollout`` need to turn calls and replies into
 tokens; ``tok`` in every recipe may be one):
 
-- ``new_episode()`` -> a builder with ``prompt(text) -> ids``, ``call(ids, logprobs=None) -> ids``,
+- ``new_episode(env=None)`` -> a builder for one episode of the environment instance ``env`` (a chat renderer
+  describes its calls and shows its ``readable`` text, ``envs.calls``; the word-level one ignores it) with ``prompt(text) -> ids``, ``call(ids, logprobs=None) -> ids``,
   ``reply(text, final=False) -> ids`` (``final``: the episode ends after this reply) and
   ``build(reward, info, turn_rewards=None) -> Trajectory`` (``reward``: the return, ``turn_rewards``: each
   call's reward). The ids each method returns are the tokens to feed the policy next (the builder keeps
@@ -70,7 +71,7 @@ class Renderer(Protocol):
     pad_id: int
     vocab_size: int
 
-    def new_episode(self): ...
+    def new_episode(self, env=None): ...
 
     def call_limit(self, env) -> int: ...
 
@@ -100,7 +101,8 @@ class WordRenderer:
     def vocab_size(self) -> int:
         return self.tok.vocab_size
 
-    def new_episode(self):
+    def new_episode(self, env=None):
+        """A builder for one episode (the word-level layout is the same for every environment)."""
         return EpisodeBuilder(self.tok)
 
     def call_limit(self, env) -> int:

@@ -160,7 +160,7 @@ def render_play(env, task, player, renderer) -> Trajectory:
     The loop is ``envs.play.play``'s; each call is written as ``renderer.encode_call(text)``, cut at
     ``renderer.call_limit(env)``, and the environment receives ``renderer.call_text`` of those ids, exactly as
     it would receive a model's call of the same tokens. Every step's reward is kept (``turn_rewards``)."""
-    builder = renderer.new_episode()
+    builder = renderer.new_episode(env)
     episode = play(env, task, player, recorder=_Recorder(builder, renderer, renderer.call_limit(env)))
     return builder.build(episode.reward, episode.info, episode.rewards)
 

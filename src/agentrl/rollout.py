@@ -178,7 +178,7 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
     """The lockstep loop of ``rollout_batch`` (its arguments checked, the model in eval mode)."""
     forced_at = [[] for _ in envs] if force is not None else None  # per episode: forced indices into ids
     B = len(envs)
-    episodes = [renderer.new_episode() for _ in range(B)]
+    episodes = [renderer.new_episode(env) for env in envs]
     results: list[Trajectory | None] = [None] * B
     live = list(range(B))  # episode index of each row of the batch
     starts = _each(pool, lambda b: checked_reset(envs[b], tasks[b]), range(B))

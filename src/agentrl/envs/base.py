@@ -26,12 +26,15 @@ class Vault(arl.TextEnv):
 - an episode is truncated after ``max_turns`` calls, or before a reply would push the rendered episode
   past ``max_tokens`` (word-level tokens, room kept for one more call and a short final reply);
 - ``info`` holds ``task``, ``group`` (``task.group`` if the task has one), ``actions``, ``n_invalid``,
-  ``submitted``, ``hidden_pass``, ``public_pass`` and ``turn``.
+  ``submitted``, ``hidden_pass``, ``public_pass`` and ``turn``;
+- for a language model (``envs.calls``): ``calls``, its calls described (set it to tell a model what it may
+  do), and ``readable``, its words joined as prose (override it where a reply has a layout of its own).
 """
 from __future__ import annotations
 
 import gymnasium as gym
 
+from .calls import plain_text
 from .protocol import REWARD_MODES, task_group, task_name
 
 
@@ -50,6 +53,10 @@ class TextEnv(gym.Env):
     """Words a call may have; a rollout samples at most ``max_call_words + 1`` tokens (the stop token included)."""
     tasks: tuple = ()
     """The tasks ``reset`` finds a name among (and draws from when no task is given)."""
+    calls: tuple = ()
+    """The calls the environment takes, described for a language model (``envs.calls.Call``; optional)."""
+    readable = staticmethod(plain_text)
+    """A prompt or reply as a language model reads it (``envs.calls``): by default its words joined as prose."""
     metadata = {'render_modes': []}
 
     def __init__(self, reward: str = 'hidden', max_turns: int | None = None, max_tokens: int | None = None,

@@ -27,15 +27,39 @@ from __future__ import annotations
 import gymnasium as gym
 
 from ..base import InvalidCall, TextEnv
+from ..calls import Arg, Call, plain_text
 from .ops import OPS, apply_op
 from .players import KINDS, scripted_policy
 from .sandbox import run_tests
+from .source import LAYOUT, to_python
 from .tasks import Task, make_tasks
 
 REWARDS = ('hidden', 'public')
 """The reward modes (``TextEnv``'s): the hidden tests decide, or the public tests the agent can see."""
 CALLS = ('read', 'test', 'submit', *(f'edit {op}' for op in OPS))
 """Every well-formed call of the BugFix gym."""
+DESCRIBED = (
+    Call('read', "show the function's current source"),
+    Call('edit', 'apply one fix to the function and run its public tests (one edit per episode)',
+         (Arg('op', 'the fix', OPS),)),
+    Call('test', "run the function's public tests"),
+    Call('submit', 'end the episode: the hidden tests decide whether the function is fixed'),
+)
+"""The calls as a language model is told them (``envs.calls``)."""
+
+
+def readable(text: str) -> str:
+    """A prompt or reply as a language model reads it: a source as Python, with its newlines and indentation
+    (``def clamp(n, a, b):`` on its own line, the body indented), anything else as prose (``fix clamp: tests fail``)."""
+    words = text.split()
+    if not any(w in LAYOUT for w in words):
+        return plain_text(text)
+    import ast
+    source = to_python(words)
+    try:
+        return ast.unparse(ast.parse(source))
+    except SyntaxError:  # an edit never makes one, but a source is shown as it is rather than refused
+        return source.rstrip('\n')
 
 
 def _text_space(max_length):
@@ -70,6 +94,8 @@ class BugFixEnv(TextEnv):
     """The scripted players (``players.scripted_policy``): ``BugFixEnv.scripted_policy('oracle')``."""
     scripted_kinds = KINDS
     example_calls = CALLS
+    calls = DESCRIBED
+    readable = staticmethod(readable)
 
     @staticmethod
     def is_read_call(call: str) -> bool:

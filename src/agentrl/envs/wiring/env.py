@@ -24,6 +24,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from ..base import InvalidCall, TextEnv
+from ..calls import Arg, Call, plain_text
 from .players import KINDS, scripted_policy
 from .tasks import make_tasks
 from .vocab import ARCHIVE, COMMON, FIELDS, SERVICES, WILDCARD
@@ -33,6 +34,24 @@ VALUES = {f: set(COMMON[f]) | ({*ARCHIVE} if f == 'port' else set()) for f in FI
 CALLS = ('list', 'ping', 'submit', *(f'get {s}' for s in ('web', *SERVICES)), *(f'set {f} {v}' for f in FIELDS for v in COMMON[f]),
          *(f'set port {v}' for v in ARCHIVE), *(f'set {f} {WILDCARD}' for f in FIELDS))
 """Every well-formed call."""
+DESCRIBED = (
+    Call('list', "list the registry's services"),
+    Call('get', "show a service's record", (Arg('service', 'a service of the registry'),)),
+    Call('set', "set one of web's fields", (Arg('field', "web's field", FIELDS), Arg('value', 'the value to set'))),
+    Call('ping', "check web's connection (the public check)"),
+    Call('submit', "end the episode: the field web needs must hold the value the task names"),
+)
+"""The calls as a language model is told them (``envs.calls``)."""
+
+
+def readable(text: str) -> str:
+    """A prompt or reply as a language model reads it: prose, a record's fields separated by commas
+    (``db: host h3, port p7, user u2``)."""
+    head, sep, rest = text.partition(' : ')
+    words = rest.split()
+    if sep and len(words) >= 2 and len(words) % 2 == 0 and all(w in FIELDS for w in words[0::2]):
+        return f"{head}: " + ', '.join(f'{f} {v}' for f, v in zip(words[0::2], words[1::2]))
+    return plain_text(text)
 
 
 def _charset() -> str:
@@ -49,6 +68,8 @@ class WiringEnv(TextEnv):
     """The scripted players (``players.scripted_policy``): ``WiringEnv.scripted_policy('oracle')``."""
     scripted_kinds = KINDS
     example_calls = CALLS
+    calls = DESCRIBED
+    readable = staticmethod(readable)
 
     def __init__(self, reward: str = 'hidden', max_turns: int | None = None, max_tokens: int | None = None,
                  render_mode=None):

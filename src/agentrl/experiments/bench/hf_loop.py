@@ -39,7 +39,7 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
     torch.manual_seed(seed)
     envs, tasks = list(envs), list(tasks)
     B = len(envs)
-    episodes = [renderer.new_episode() for _ in range(B)]
+    episodes = [renderer.new_episode(env) for env in envs]
     convs = []
     for env, task, ep in zip(envs, tasks, episodes):
         obs, _ = env.reset(options={'task': task})
