@@ -29,10 +29,16 @@ class LogitGrads:
                 self.seen.append(out)
             return out
         self.model.forward = forward
+        if hasattr(type(self.model), 'masked_log_probs'):  # through the plain forward, so that its logits are seen
+            def masked(ids, mask, lengths=None):
+                logits = forward(ids)[:, :-1]  # (B, T-1, V)
+                return -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction='none')
+            self.model.masked_log_probs = masked
         return self
 
     def __exit__(self, *exc):
         del self.model.forward
+        self.model.__dict__.pop('masked_log_probs', None)
 
 
 def assert_only_policy_positions(logits_grads, trajs):

@@ -31,7 +31,9 @@ def save_checkpoint(model, path, tok=None) -> Path:
         if tok.vocab_size != model.vocab_size:
             raise ValueError(f'tokenizer vocab_size {tok.vocab_size} does not match the model ({model.vocab_size})')
         metadata[VOCAB_KEY] = json.dumps(tok.vocab)
-    tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    # every weight, or (LoRA on a pretrained model, whose weights are built again from its source) the adapters
+    state = model.checkpoint_tensors() if hasattr(model, 'checkpoint_tensors') else model.state_dict()
+    tensors = {k: v.detach().contiguous().clone() for k, v in state.items()}
     tmp = path.with_name(path.name + '.tmp')
     save_file(tensors, str(tmp), metadata=metadata)
     os.replace(tmp, path)
@@ -89,9 +91,16 @@ def load_model(path, tok=None):
                              f"tokenizer's {tok.vocab_size}; first difference at id {diff})")
     if hf:
         from .hf import HFPolicy, word_tokenizer
-        model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if tok is not None else None)
-    else:
-        model = TinyAgent(**{f.name: getattr(cfg, f.name) for f in fields(TinyAgentConfig)})
+        # a pretrained source brings its own tokenizer; a model built from a config is on our word-level vocabulary
+        words = tok is not None and raw.get('source') is None and hasattr(tok, 'token_to_id')
+        model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if words else None)
+        _check_finite(path, tensors)
+        try:
+            model.load_checkpoint_tensors(tensors)
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f'{path}: {e}') from None
+        return model
+    model = TinyAgent(**{f.name: getattr(cfg, f.name) for f in fields(TinyAgentConfig)})
     expected = model.state_dict()
     missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
     if missing or extra:
@@ -100,7 +109,12 @@ def load_model(path, tok=None):
     for k, v in tensors.items():
         if v.shape != expected[k].shape:
             raise ValueError(f'{path}: tensor {k} has shape {tuple(v.shape)}, expected {tuple(expected[k].shape)}')
-        if not torch.isfinite(v).all():
-            raise ValueError(f'{path}: tensor {k} holds NaN or infinite values (corrupted?)')
+    _check_finite(path, tensors)
     model.load_state_dict(tensors)
     return model
+
+
+def _check_finite(path, tensors) -> None:
+    for k, v in tensors.items():
+        if v.is_floating_point() and not torch.isfinite(v).all():
+            raise ValueError(f'{path}: tensor {k} holds NaN or infinite values (corrupted?)')

@@ -24,7 +24,8 @@ LOSSES = ('sigmoid', 'ipo', 'hinge')
 
 def episode_logp(model, batch) -> torch.Tensor:
     """Summed log-prob of each episode's action tokens: batch from collate -> [B] (section 15.4)."""
-    return (sequence_log_probs(model, batch['ids'], batch.get('lengths')) * batch['action_mask']).sum(-1)  # [B]
+    mask = batch['action_mask']  # [B, T-1]
+    return (sequence_log_probs(model, batch['ids'], batch.get('lengths'), mask=mask) * mask).sum(-1)  # [B]
 
 
 def _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta):

@@ -72,7 +72,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     elif stats is not None:  # the same log-probs, and the entropy of their logits
         logp, entropy = logp_and_entropy(model, b)  # [B, T-1], float
     else:
-        logp = sequence_log_probs(model, b['ids'], b['lengths'])  # [B, T-1]
+        logp = sequence_log_probs(model, b['ids'], b['lengths'], mask=mask)  # [B, T-1]
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
     if entropy_bonus:
         pg_loss = pg_loss - entropy_bonus * entropy

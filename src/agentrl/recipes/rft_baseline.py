@@ -81,7 +81,7 @@ def weighted_sft_loss(model, batch, weights: torch.Tensor, old_logp: torch.Tenso
     ``old_logp [B, T-1]``, the sampling policy's log-probs) an episode of negative weight whose sequence ratio
     ``pi / pi_old`` is below ``1 - clip`` carries no gradient (the module docstring says why).
     """
-    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
+    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'), mask=batch['action_mask'])  # [B, T-1]
     return _weighted_nll(logp, batch['action_mask'], weights, old_logp, clip)
 
 

@@ -18,7 +18,7 @@ from .monitors import batch_tokens, grad_norm, logp_and_entropy
 
 def sft_loss(model, batch) -> torch.Tensor:
     """Masked NLL on policy tokens: batch from collate (ids [B, T], action_mask [B, T-1]) -> scalar (section 15.1)."""
-    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'))  # [B, T-1]
+    logp = sequence_log_probs(model, batch['ids'], batch.get('lengths'), mask=batch['action_mask'])  # [B, T-1]
     return masked_nll(logp, batch['action_mask'])
 
 

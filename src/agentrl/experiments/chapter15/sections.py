@@ -110,18 +110,19 @@ class Sections:
     def s15_3(self):
         s, tok, weak = self.seed, self.tok, self._model('weak')
 
-        def flat_grad(loss, model):
-            return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
+        def flat_grad(loss, model):  # over the trained weights (a LoRA policy's adapters; the TinyAgent's every weight)
+            trained = [p for p in model.parameters() if p.requires_grad]
+            return torch.cat([g.flatten() for g in torch.autograd.grad(loss, trained, retain_graph=True)])
 
         rate, sample = self.pass_rate(weak, self.train, self.cfg.eval_samples, 7 + s)
         kept = keep_successes(sample)  # the filter: a return that reaches 1 (the chapter's reward 1)
         gap = cosine = scale = None
         if kept:
             b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
-            logp = sequence_log_probs(weak, b_all['ids'], b_all['lengths'])  # [B, T-1]
+            mask = b_all['action_mask']  # [B, T-1]
+            logp = sequence_log_probs(weak, b_all['ids'], b_all['lengths'], mask=mask)  # [B, T-1]
             # the 0/1 policy gradient weighs each episode by whether the filter keeps it (its reward, in the chapter)
             rewards = torch.tensor([float(is_success(t)) for t in sample])[:, None]  # [B, 1]
-            mask = b_all['action_mask']  # [B, T-1]
             g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
             g_rft = flat_grad(sft_loss(weak, b_kept), weak)
             scale = (b_kept['action_mask'].sum() / mask.sum()).item()

