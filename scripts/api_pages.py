@@ -108,9 +108,12 @@ GROUPS = [
     ('Real models',
      'The policy protocol the recipes and `rollout_batch` need, `HFPolicy` (any `transformers` causal '
      'LM, rolled out on its own cache) and `ChatRenderer` (any chat template, with owners and the '
-     'action mask per token). Needs the `hf` extra. See [Real models](real-models.md).',
-     ['agentrl.policy', 'agentrl.hf'],
-     ['Policy', 'HFPolicy', 'ChatRenderer']),
+     'action mask per token). Needs the `hf` extra. `load_pretrained` loads a pretrained model offline (SmolLM2-135M-'
+     'Instruct by name, a model folder or a GGUF file; the `pretrained` extra), with LoRA adapters and the precision '
+     'the machine runs fastest; environments describe their calls to it (`Call`, `Arg`, `describe_calls`). '
+     'See [Real models](real-models.md).',
+     ['agentrl.policy', 'agentrl.hf', 'agentrl.pretrained', 'agentrl.lora', 'agentrl.precision', 'agentrl.envs.calls'],
+     ['Policy', 'HFPolicy', 'ChatRenderer', 'load_pretrained', 'Call', 'Arg', 'describe_calls']),
 ]
 
 HEADER = """# API reference

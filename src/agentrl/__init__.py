@@ -28,6 +28,7 @@ _LAZY = {
     'open_run': 'loggers', 'read_jsonl': 'loggers',
     'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
     'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # transformers policies, chat templates
+    'load_pretrained': 'pretrained',  # a pretrained model offline: 'smollm2', a model folder or a .gguf file
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',

@@ -93,7 +93,12 @@ def load_model(path, tok=None):
         from .hf import HFPolicy, word_tokenizer
         # a pretrained source brings its own tokenizer; a model built from a config is on our word-level vocabulary
         words = tok is not None and raw.get('source') is None and hasattr(tok, 'token_to_id')
-        model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if words else None)
+        base = None
+        if raw.get('source') is not None and raw.get('lora'):  # the adapters' base, built again from its source
+            from .pretrained import load_pretrained
+            dtype, device = raw.get('precision', ('fp32', 'cpu'))
+            base = load_pretrained(raw['source'], dtype=dtype, device=device, quiet=True)
+        model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if words else None, base=base)
         _check_finite(path, tensors)
         try:
             model.load_checkpoint_tensors(tensors)

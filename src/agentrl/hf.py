@@ -157,14 +157,15 @@ class HFPolicy(nn.Module):
         return cls(model, tokenizer, precision)
 
     @classmethod
-    def from_pretrained(cls, path, tokenizer=None, **kw) -> 'HFPolicy':
-        """A local model folder or ``.gguf`` file, or a known name (``'smollm2'``), with its tokenizer:
-        ``pretrained.load_pretrained(path, ...)`` (``kw``: ``dtype``, ``device``, ``lora_rank``)."""
-        from .pretrained import load_pretrained
-        policy = load_pretrained(path, **kw)
-        if tokenizer is not None:
-            policy.tokenizer = tokenizer
-        return policy
+    def from_pretrained(cls, path, tokenizer=None, precision=None, **kw) -> 'HFPolicy':
+        """``AutoModelForCausalLM.from_pretrained(path)`` on a local folder (and its tokenizer, if ``tokenizer`` is
+        None). ``pretrained.load_pretrained`` also takes a name (``'smollm2'``) or a ``.gguf`` file, and says what is
+        missing in one line."""
+        transformers = _transformers()
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, **kw)
+        if tokenizer is None:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        return cls(model, tokenizer, precision, source=str(path))
 
     def renderer(self, **kw):
         """A ``ChatRenderer`` on this policy's tokenizer and its chat template."""
@@ -316,12 +317,12 @@ class HFPolicy(nn.Module):
         return self.state_dict()
 
     @classmethod
-    def from_checkpoint_config(cls, raw: dict, tokenizer=None) -> 'HFPolicy':
-        """The policy a checkpoint's config describes, before its tensors are loaded (``load_checkpoint_tensors``)."""
+    def from_checkpoint_config(cls, raw: dict, tokenizer=None, base=None) -> 'HFPolicy':
+        """The policy a checkpoint's config describes, before its tensors are loaded (``load_checkpoint_tensors``).
+        ``base``: the pretrained policy its ``source`` names, built by the caller (``checkpoint.load_model``)."""
         precision = tuple(raw.get('precision', ('fp32', 'cpu')))
-        if raw.get('source') is not None:
-            from .pretrained import load_pretrained
-            policy = load_pretrained(raw['source'], dtype=precision[0], device=precision[1], quiet=True)
+        if base is not None:
+            policy = base
         else:
             transformers = _transformers()
             cfg = dict(raw['hf'])

@@ -27,8 +27,7 @@ def _peft():
     try:
         import peft
     except ImportError:
-        from .pretrained import EXTRA_INSTALL
-        raise ImportError(f'LoRA needs peft: {EXTRA_INSTALL}') from None
+        raise ImportError("LoRA needs peft: pip install -e '.[pretrained]'") from None
     return peft
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -118,7 +119,8 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     pairs per step, with replacement, from a generator seeded with ``seed`` (for a pair set too large for one batch;
     the reference log-probs are still computed once, for every pair).
 
-    The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now). With
+    The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now; a policy with LoRA adapters
+    trains a fresh adapter on top, and its reference is that adapter switched off, ``lora.py``). With
     ``nll_weight > 0`` the chosen episodes' ``sft_loss`` is added (DPO + NLL, as in Iterative
     RPO). Each log row holds the step, the mean change of chosen and rejected log-probs from the
     reference (before that step's update, as the chapter logs them), and ``evaluate(policy)``.
@@ -140,7 +142,10 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
         raise ValueError(f'batch_size must be None (every pair, every step) or an int >= 1, got {batch_size!r}')
     chosen_b = collate([c for c, _ in pairs], tok.pad_id)
     rejected_b = collate([r for _, r in pairs], tok.pad_id)
-    with torch.no_grad():
+    adapters = ref_model is None and getattr(policy, 'lora', None) is not None
+    if adapters:  # LoRA: train a fresh adapter; the reference is the policy with it switched off (no second copy)
+        policy.new_adapter(seed)
+    with torch.no_grad(), (policy.adapter_off() if adapters else nullcontext()):
         ref = policy if ref_model is None else ref_model
         ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)  # [P], [P]
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)

