@@ -16,6 +16,7 @@ tokenizer, a GGUF architecture ``transformers`` cannot read.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import os
@@ -137,14 +138,32 @@ def load_pretrained(source, dtype: str = 'auto', device: str = 'auto', lora_rank
     _needs('transformers', *(('peft',) if lora_rank else ()))
     if path.is_file():
         path = converted(path, quiet=quiet)
+    precision = resolve(dtype, device)
+    name = SMOLLM2 if str(source) == SMOLLM2 else str(Path(source).expanduser().resolve())
+    key = (str(path.resolve()), precision.dtype, precision.device)
+    if key not in _LOADED:
+        _LOADED[key] = _frozen(path, precision, name)
+    if lora_rank:  # a copy that shares the frozen weights (HFPolicy.__deepcopy__), adapters on top
+        policy = copy.deepcopy(_LOADED[key])
+        policy.add_lora(lora_rank, lora_alpha, seed)
+    else:  # every weight trains: its own copy of them
+        base = _LOADED[key]
+        from .hf import HFPolicy
+        policy = HFPolicy(copy.deepcopy(base.model).requires_grad_(True), base.tokenizer, precision, source=name)
+    return policy
+
+
+_LOADED = {}
+"""(model folder, dtype, device) -> the pretrained policy as first loaded in this process, frozen: every later load
+shares its weights (a LoRA policy) or copies them (full fine-tuning) instead of reading them again. No recipe
+changes a frozen weight, so a chapter run holds one copy of the model however many policies it trains."""
+
+
+def _frozen(path: Path, precision, name: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .hf import HFPolicy
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32')
-    model.eval()
-    name = SMOLLM2 if str(source) == SMOLLM2 else str(Path(source).expanduser().resolve())
-    policy = HFPolicy(model, tokenizer, resolve(dtype, device), source=name)
-    if lora_rank:
-        policy.add_lora(lora_rank, lora_alpha, seed)
-    return policy
+    model.eval().requires_grad_(False)
+    return HFPolicy(model, tokenizer, precision, source=name)

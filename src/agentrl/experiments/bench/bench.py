@@ -193,8 +193,33 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
     return res
 
 
+def main_pretrained(args) -> int:
+    """``agentrl bench --policy SOURCE``: ``pretrained_bench.run`` at ``--threads`` (restored afterwards)."""
+    import json
+    from ...pretrained import PretrainedError
+    from . import pretrained_bench
+    before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    kw = {k: getattr(args, k) for k in ('episodes_per_task', 'sft_steps', 'sft_batch') if getattr(args, k, None)}
+    try:
+        res = pretrained_bench.run(args.policy, repeats=args.repeats, log=log_stderr, **kw)
+    except PretrainedError as e:
+        print(f'agentrl bench: error: {e}', file=sys.stderr)
+        return 2
+    finally:
+        torch.set_num_threads(before)
+    if args.json:
+        sys.stdout.write(json.dumps(res, indent=2, default=float) + '\n')
+    else:
+        pretrained_bench.render(res)
+    return 0
+
+
 def main(args) -> int:
     import json
+    if getattr(args, 'policy', None):
+        return main_pretrained(args)
     kw = {'repeats': args.repeats, 'threads': args.threads}
     for name in ('n_tasks', 'episodes_per_task', 'weak_steps', 'sft_steps', 'sft_batch', 'env_workers', 'slow_episodes',
                  'slow_workers'):

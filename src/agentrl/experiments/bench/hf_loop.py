@@ -31,7 +31,8 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
     """Play one episode per (env, task) with ``policy.model.generate`` once per turn -> trajectories.
 
     Rendered through the same renderer as ``rollout_batch`` (our word-level layout for our tokenizer).
-    Sampling uses torch's global generator, seeded with ``seed``; ``logprobs`` are not recorded (0)."""
+    Sampling uses torch's global generator, seeded with ``seed``; ``logprobs`` are not recorded (0). ``generate`` runs
+    in the policy's precision (its autocast), as our engine does. The return is the sum of every step's reward."""
     renderer = as_renderer(tok)
     model = policy.model
     was_training = model.training
@@ -45,6 +46,7 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
         obs, _ = env.reset(options={'task': task})
         convs.append(list(ep.prompt(obs)))
     results: list[Trajectory | None] = [None] * B
+    rewards = [[] for _ in range(B)]  # each step's reward, per episode
     live = list(range(B))
     stop, pad = renderer.stop_id, renderer.pad_id
     while live:
@@ -56,8 +58,9 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
             n = len(convs[b])
             ids[i, L - n:] = torch.tensor(convs[b])
             mask[i, L - n:] = 1
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=temperature, top_k=0,
-                             top_p=1.0, max_new_tokens=limit, eos_token_id=stop, pad_token_id=pad, use_cache=True)
+        with policy.precision.autocast():  # an HFPolicy's precision, as our engine runs it
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=temperature, top_k=0,
+                                 top_p=1.0, max_new_tokens=limit, eos_token_id=stop, pad_token_id=pad, use_cache=True)
         new = out[:, L:].tolist()
         keep = []
         for i, b in enumerate(live):
@@ -68,9 +71,10 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
                     break
             episodes[b].call(call)
             obs, reward, terminated, truncated, info = envs[b].step(renderer.call_text(call))
+            rewards[b].append(float(reward))
             reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
             if terminated or truncated:
-                results[b] = episodes[b].build(reward, info)
+                results[b] = episodes[b].build(sum(rewards[b]), info, rewards[b])
             else:
                 convs[b] += call + list(reply)
                 keep.append(b)

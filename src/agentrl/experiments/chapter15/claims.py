@@ -78,6 +78,9 @@ def _mask_minority(R, ctx):
 def _uniform_init(R, ctx):
     s = R['15.1']
     lv = s['log_vocab']
+    if s.get('pretrained'):
+        raise NotApplicable(f"a pretrained policy ({s['pretrained']}) does not start from random weights: masked loss "
+                            f"{s['loss_masked']:.3f} / unmasked {s['loss_unmasked']:.3f} vs log V {lv:.3f}")
     ok = abs(s['loss_masked'] - lv) <= 0.4 and abs(s['loss_unmasked'] - lv) <= 0.4
     return ok, f"masked {s['loss_masked']:.3f} / unmasked {s['loss_unmasked']:.3f} vs log V {lv:.3f}"
 

@@ -98,6 +98,9 @@ class Ch15Config:
     sample_temperature: float = 1.0
     """Temperature of the episodes RFT, the public filter and the DPO pairs are built from (15.3, 15.4, 15.6).
     Evaluations always sample at 1."""
+    lora_rank: int = 16
+    """A pretrained policy's LoRA rank (``--policy smollm2``): its weights stay frozen and adapters of this rank train
+    on every linear layer; 0 trains every weight instead. The TinyAgent and the models built from a config ignore it."""
     model: dict = field(default_factory=dict)
     """Overrides of the TinyAgent's config (``TinyAgentConfig`` fields but ``vocab_size``); empty: the model's defaults."""
 
@@ -118,9 +121,12 @@ class Ch15Config:
         check_ranges(self)
 
     @classmethod
-    def for_env(cls, env) -> 'Ch15Config':
-        """The chapter's budgets with an environment's own (``envs.ChapterEnv.budgets``) on top."""
-        return apply(cls(), env.budgets) if env.budgets else cls()
+    def for_env(cls, env, policy: str = 'tiny') -> 'Ch15Config':
+        """The chapter's budgets with an environment's own (``envs.ChapterEnv.budgets``) on top, and a pretrained
+        policy's (``real_model.BUDGETS``) on top of those."""
+        from .real_model import BUDGETS, is_pretrained
+        config = apply(cls(), env.budgets) if env.budgets else cls()
+        return apply(config, BUDGETS) if is_pretrained(policy) else config
 
     @classmethod
     def smoke(cls) -> 'Ch15Config':
@@ -189,6 +195,7 @@ RANGES = {
     'rl_tasks': Bound(1, why="and at most the environment's train tasks"),
     'rl_group': Bound(2, why="REINFORCE's baseline is the group's mean: a group of one has no advantage to learn from"),
     'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
+    'lora_rank': Bound(0, why='0 trains every weight of a pretrained policy'),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),
@@ -393,14 +400,14 @@ def apply(base: Ch15Config, overrides: dict) -> Ch15Config:
     return replace(base, **top, model=model)
 
 
-def resolve(smoke: bool = False, config_file=None, sets=(), env=None) -> tuple:
-    """The preset (the chapter's budgets, with ``env``'s own if given, or smoke), then a TOML file, then ``--set`` items
-    -> (Ch15Config, overrides as {key: value})."""
+def resolve(smoke: bool = False, config_file=None, sets=(), env=None, policy: str = 'tiny') -> tuple:
+    """The preset (the chapter's budgets, with ``env``'s own if given and a pretrained ``policy``'s, or smoke), then a
+    TOML file, then ``--set`` items -> (Ch15Config, overrides as {key: value})."""
     overrides = dict(read_config_file(config_file)) if config_file else {}
     for item in sets or ():
         key, value = parse_assignment(item, ' in --set')
         overrides[key] = value
-    base = Ch15Config.smoke() if smoke else Ch15Config.for_env(env) if env is not None else Ch15Config()
+    base = Ch15Config.smoke() if smoke else Ch15Config.for_env(env, policy) if env is not None else Ch15Config()
     config = apply(base, overrides)
     if env is not None:
         check_env(config, env)
@@ -490,10 +497,10 @@ def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> di
     return {**asdict(config), 'model': model}
 
 
-def budget_name(config: dict, env=None) -> str:
+def budget_name(config: dict, env=None, policy: str = 'tiny') -> str:
     """``'chapter'``, ``'smoke'`` or ``'custom'``: which preset's budgets a config has (the chapter's: on ``env``, an
-    ``envs.ChapterEnv``, with its own budgets)."""
-    chapter = Ch15Config.for_env(env) if env is not None else Ch15Config()
+    ``envs.ChapterEnv``, with its own budgets and a pretrained ``policy``'s)."""
+    chapter = Ch15Config.for_env(env, policy) if env is not None else Ch15Config()
     for name, preset in [('chapter', chapter), ('smoke', Ch15Config.smoke())]:
         if all(config.get(k) == getattr(preset, k) for k in BUDGETS):
             return name

@@ -48,6 +48,7 @@ from ..lock import FolderLock
 from .config import Ch15Config, describe_differences, differences, effective
 from .envs import DEFAULT, get_env
 from .provenance import collect as collect_provenance
+from .real_model import check_policy, is_pretrained, load_policy
 from .sections import Sections
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
@@ -56,8 +57,6 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
             'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
 """Every policy a run checkpoints, with the label the report uses."""
 EXTENDED = ('beyond',)
-POLICY_ARCHS = ('tiny', 'gpt2', 'llama')
-"""``agentrl reproduce --policy``: the TinyAgent, or a transformers GPT-2 / Llama of its shape (``hf.make_policy``)."""
 METHODS = {'15.1': 's15_1', '15.2': 's15_2', '15.3': 's15_3', '15.4': 's15_4', '15.5': 's15_5', '15.6': 's15_6',
            'beyond': 'beyond'}
 """Each section's method (``Sections``, ``Beyond``); each declares the sections it reads with ``@reads``."""
@@ -140,17 +139,19 @@ class Reproduction(Sections, Beyond):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to (default: the chapter's budgets with ``env``'s own). Checks every setting before any
         work: a bad one raises ValueError naming it. ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or
-        ``'gpt2'`` / ``'llama'`` (see ``_new_model``). ``env``: the environment, by its ``--env`` name (``envs.py``).
+        ``'gpt2'`` / ``'llama'`` (see ``_new_model``), or a pretrained model (``'smollm2'``, a model folder or a
+        ``.gguf`` file; ``real_model.py``). ``env``: the environment, by its ``--env`` name (``envs.py``).
         ``logdir``: where every recipe run writes its monitors (``--logdir``; ``monitor_run``), or None for no logging.
         Writes nothing: ``run()`` takes the folder (``session``)."""
         check_seed(seed)
         self.env = get_env(env)
         """The environment (``envs.ChapterEnv``); ``self.env.env_id`` is what every recipe is given as ``env=``."""
-        if policy not in POLICY_ARCHS:
-            raise ValueError(f'unknown policy {policy!r}; valid policies are {list(POLICY_ARCHS)}')
-        self.policy = policy
+        check_policy(policy)
+        self.policy = str(policy)
+        self.pretrained = is_pretrained(self.policy)
+        """Whether the policy is a pretrained language model (``real_model.py``), not one built from scratch."""
         self.out, self.seed, self.log, self.progress, self.resume = Path(out), seed, log, progress, resume
-        self.cfg = config or Ch15Config.for_env(self.env)
+        self.cfg = config or Ch15Config.for_env(self.env, self.policy)
         self.sections = SECTIONS + (EXTENDED if extended else ())
         self.depends = dependencies(type(self), self.sections)
         """Section -> the sections it reads (its method's ``@reads``), for ``--jobs`` and for ``_after``."""
@@ -166,6 +167,8 @@ class Reproduction(Sections, Beyond):
         self._lock, self._cleared = None, False
         self._load_environment()
         self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
+        if self.pretrained:  # the TinyAgent's config describes no part of it
+            self.config_record['model'] = {'pretrained': self.policy}
         """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
         self.provenance = {**collect_provenance(overrides), **self.spread(),
                            **({'logdir': str(self.logdir.resolve())} if self.logdir is not None else {})}
@@ -178,7 +181,13 @@ class Reproduction(Sections, Beyond):
     def _load_environment(self):
         """The environment's tasks, tokenizer and groups (what the settings are checked against)."""
         self.tasks = self.env.tasks('all')
-        self.tok = self.env.tokenizer()
+        self.base = None
+        """A pretrained policy as loaded (its tokenizer renders the episodes), or None."""
+        if self.pretrained:
+            self.base = load_policy(self.policy, 0, self.seed)
+            self.tok = self.base.renderer()  # its own tokenizer and chat template; the environment's calls described
+        else:
+            self.tok = self.env.tokenizer()
         self.train, self.heldout = self.env.tasks('train'), self.env.tasks('heldout')
         self.groups = self.env.groups()
 
@@ -223,6 +232,12 @@ class Reproduction(Sections, Beyond):
                                           'heldout_tasks': len(self.heldout), 'seed_shift': self.seed})
         if self.policy != 'tiny':
             self.results['setup']['policy'] = self.policy
+        if self.pretrained:
+            lora = f'LoRA rank {self.cfg.lora_rank}' if self.cfg.lora_rank else 'every weight trains'
+            self.lines['setup'].append(f'policy: {self.policy}, {self.base.arch}, '
+                                       f'{sum(p.numel() for p in self.base.parameters()) / 1e6:.1f} M parameters, '
+                                       f'{lora}, {self.base.precision}')
+            self.results['setup']['precision'] = str(self.base.precision)
 
     @contextmanager
     def session(self):
@@ -249,7 +264,10 @@ class Reproduction(Sections, Beyond):
     # --- helpers
     def _new_model(self):
         """A fresh policy (seed torch first): the TinyAgent, or for ``policy='gpt2'`` / ``'llama'`` a randomly
-        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary."""
+        initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary, or the
+        pretrained model with fresh LoRA adapters drawn from the run's seed (``real_model.load_policy``)."""
+        if self.pretrained:
+            return load_policy(self.policy, self.cfg.lora_rank, self.seed)
         if self.policy == 'tiny':
             return TinyAgent(self.tok.vocab_size, **self.cfg.model)
         from ...hf import make_policy

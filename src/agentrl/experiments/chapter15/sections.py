@@ -65,7 +65,8 @@ class Sections:
         self._say(f'predicted tokens by owner: {counts}', '15.1')
         self._say(f'masked SFT loss {masked:.3f} | unmasked {unmasked:.3f}', '15.1')
         return {'owner_counts': counts, 'loss_masked': masked, 'loss_unmasked': unmasked,
-                'log_vocab': float(torch.tensor(float(tok.vocab_size)).log())}
+                'log_vocab': float(torch.tensor(float(tok.vocab_size)).log()),
+                **({'pretrained': self.policy} if self.pretrained else {})}  # its start is the pretrained model's
 
     # --- 15.2 warm start: format first, then skill
     @reads()

@@ -1,0 +1,124 @@
+"""The chapter on a pretrained model (``agentrl reproduce --policy PATH``) and ``agentrl bench --policy``, on a tiny
+random Llama saved as a model folder with its ChatML tokenizer (nothing downloaded; SmolLM2's own runs are recorded
+runs and benchmarks, not tests)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip('transformers', reason='the pretrained path needs the pretrained extra')
+pytest.importorskip('peft', reason="LoRA needs peft (pip install -e '.[pretrained]')")
+
+import agentrl as arl  # noqa: E402
+from agentrl.pretrained import load_pretrained  # noqa: E402
+
+from hfkit import bpe_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope='module')
+def tiny_folder(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    tk = bpe_tokenizer('chatml')
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tk), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+    folder = tmp_path_factory.mktemp('tiny-llama')
+    LlamaForCausalLM(cfg).save_pretrained(str(folder))
+    tk.save_pretrained(str(folder))
+    return folder
+
+
+def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_owns_its_own(tiny_folder):
+    a = load_pretrained(tiny_folder, lora_rank=4, seed=0, dtype='fp32', device='cpu')
+    b = load_pretrained(tiny_folder, lora_rank=4, seed=1, dtype='fp32', device='cpu')
+    emb = lambda p: p.model.get_input_embeddings().weight  # noqa: E731
+    assert emb(a) is emb(b) and not emb(a).requires_grad  # one copy of the model, however many LoRA policies
+    full = load_pretrained(tiny_folder, lora_rank=0, dtype='fp32', device='cpu')
+    assert emb(full) is not emb(a) and all(p.requires_grad for p in full.parameters())
+    assert torch.equal(emb(full), emb(a))
+    renderer = full.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer)
+             for t in arl.make_tasks('train')[:4]]
+    before = emb(a).clone()
+    arl.sft_train(full, demos, renderer, steps=2, lr=1e-2, batch_size=4)
+    arl.sft_train(a, demos, renderer, steps=2, lr=1e-2, batch_size=4)
+    assert torch.equal(emb(a), before) and not torch.equal(emb(full), before)  # training one never moves another
+
+
+def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tiny_folder, tmp_path, capsys):
+    from agentrl.cli import main
+    out = tmp_path / 'run'
+    rc = main(['reproduce', '--policy', str(tiny_folder), '--smoke', '--set', 'sft_batch_size=4', '--set', 'rl_tasks=2',
+               '--set', 'rl_group=2', '--set', 'lora_rank=4', '--jobs', '1', '--threads', '1', '--out', str(out)])
+    printed = ' '.join(capsys.readouterr().out.split())  # a narrow console wraps lines
+    assert rc == 0
+    assert 'LoRA rank 4' in (out / 'transcript.txt').read_text().splitlines()[1]
+    assert 'LoRA rank 4' in printed and 'Chapter 15 claims on' in printed and 'claims hold' in printed
+    assert 'bands hold |' not in printed  # the bands are the TinyAgent's figures: not this policy's verdict
+    saved = json.loads((out / 'results.json').read_text())
+    setup = saved['sections']['setup']
+    assert setup['policy'] == str(tiny_folder) and setup['vocab'] == 512
+    assert setup['precision'].split()[0] in ('fp32', 'bf16')
+    assert saved['config']['model'] == {'pretrained': str(tiny_folder)} and saved['config']['lora_rank'] == 4
+    from agentrl.experiments.chapter15.claims import check_claims
+    rows = {c.key: (ok, why) for c, ok, why in check_claims(saved['sections'], 'bugfix')}
+    assert rows['uniform-init'][0] is None and 'does not start from random weights' in rows['uniform-init'][1]
+    sizes = [p.stat().st_size for p in (out / 'checkpoints').glob('*.safetensors')]
+    assert len(sizes) >= 8 and max(sizes) < 200_000  # the adapters only, not the model
+    model = arl.load_model(out / 'checkpoints' / 'sft_step60.safetensors')
+    assert model.lora is not None and model.lora.rank == 4
+    assert (out / 'report.md').exists() and list(out.glob('fig15_*.png'))
+
+
+def test_a_policy_that_cannot_be_loaded_is_refused_in_one_line_before_any_work(tmp_path, capsys):
+    from agentrl.cli import main
+    rc = main(['reproduce', '--policy', str(tmp_path / 'nowhere'), '--jobs', '1', '--out', str(tmp_path / 'run')])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count('\n') == 1 and 'no model at' in err and not (tmp_path / 'run').exists()
+
+
+def test_the_pretrained_budgets_are_the_presets_and_any_setting_wins_over_them():
+    from agentrl.experiments.chapter15.config import budget_name, resolve
+    from agentrl.experiments.chapter15.envs import get_env
+    from agentrl.experiments.chapter15.real_model import BUDGETS
+    env = get_env('bugfix')
+    config, _ = resolve(env=env, policy='smollm2')
+    assert all(getattr(config, k) == v for k, v in BUDGETS.items())
+    assert budget_name(vars(config), env, 'smollm2') == 'chapter' and budget_name(vars(config), env) == 'custom'
+    config, overrides = resolve(sets=['sft_steps=40', 'lora_rank=0'], env=env, policy='smollm2')
+    assert config.sft_steps == 40 and config.lora_rank == 0 and config.weak_steps == BUDGETS['weak_steps']
+    tiny, _ = resolve(env=env)
+    assert tiny.sft_steps == 60 and tiny.sft_lr == 3e-3  # the TinyAgent's chapter is untouched
+
+
+def test_the_generate_loop_scores_an_episode_by_its_return_and_runs_in_the_policys_precision(tiny_folder):
+    from agentrl.experiments.bench.hf_loop import CHAPTER, generate_loop_rollout
+    policy = load_pretrained(tiny_folder, dtype='bf16', device='cpu')
+    renderer = policy.renderer()
+    tasks = arl.make_tasks('train')[:3]
+    seen = []
+    real = policy.model.generate
+
+    def spy(*a, **kw):
+        seen.append(torch.is_autocast_enabled('cpu'))
+        return real(*a, **kw)
+    policy.model.generate = spy
+    trajs = generate_loop_rollout(policy, [CHAPTER.make() for _ in tasks], tasks, renderer, seed=0)
+    assert seen and all(seen)
+    for t in trajs:
+        assert t.reward == pytest.approx(sum(t.turn_rewards))
+
+
+def test_bench_on_a_pretrained_model_prints_the_three_comparisons(tiny_folder):
+    from agentrl.experiments.bench import pretrained_bench
+    res = pretrained_bench.run(str(tiny_folder), repeats=1, episodes_per_task=1, sft_steps=1, sft_batch=4,
+                               lora_rank=4, log=lambda line: None)
+    for key in ('engine_vs_generate_loop', 'sft_step_vs_bare', 'bf16_vs_fp32_sft_step', 'bf16_vs_fp32_decode_step'):
+        assert res[key] > 0, key
+    assert res['engine']['episodes'] == res['generate_loop']['episodes'] == 20
+    lines = []
+    pretrained_bench.render(res, lines.append)
+    assert any(line.startswith('engine vs generate loop:') for line in lines)
+    assert any(line.startswith('bf16 vs fp32:') for line in lines)
