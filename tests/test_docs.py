@@ -170,3 +170,25 @@ def test_the_snippets_print_the_recorded_figures_on_the_recorded_machine(snippet
                     'another CPU may print other digits')
     for sid, run in recorded.items():
         assert snippet_runs[sid][1] == run['printed'], f'{sid} printed other lines than docs/figures.json records'
+
+
+@pytest.mark.slow
+def test_the_watching_page_s_first_snippet_runs_as_written_after_its_install_step(tmp_path, monkeypatch):
+    """docs/watching.md: the install step comes before the first snippet that needs it, says what the library's
+    message says, and the snippet (every name it uses defined) writes the run it describes."""
+    from agentrl.loggers.tensorboard import INSTALL
+    rf = record_figures()
+    page = (ROOT / 'docs' / 'watching.md').read_text()
+    blocks = rf.fenced_blocks(page)
+    first = next(k for k, (lang, _) in enumerate(blocks) if lang == 'python')
+    assert any(INSTALL in body for lang, body in blocks[:first] if lang == 'bash'), \
+        f'docs/watching.md: no install step ({INSTALL}) before its first snippet'
+    pytest.importorskip('tensorboard', reason="the snippet writes TensorBoard files: pip install -e '.[tensorboard]'")
+    monkeypatch.chdir(tmp_path)
+    namespace = {'__name__': 'watching_snippet'}
+    exec(compile(blocks[first][1], '<docs/watching.md>', 'exec'), namespace)
+    run = tmp_path / 'runs' / 'logs' / 'expert_iteration' / 'public' / 'seed0'
+    records = agentrl.read_jsonl(run / 'metrics.jsonl')
+    kept = [r['metrics']['filter/kept'] for r in records if 'filter/kept' in r['metrics']]
+    assert kept == [len(row['kept']) for row in namespace['rows']] and len(kept) == 2
+    assert any(p.name.startswith('events.out.tfevents') for p in run.iterdir())

@@ -6,13 +6,13 @@ import sys
 
 
 def _demo(args):
-    """Play the environment's scripted players on every task; print pass rates per group and split."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """Play the environment's scripted players on every task; print their pass rates (the share of episodes that pass)
+    per group and split, or, where a return is neither 0 nor 1, their mean returns and success rates."""
     from .envs.protocol import env_attr
     from .experiments.chapter15.envs import get_env
+    from .recipes.outcomes import zero_one
     from .rollout import scripted_rollout
+    from .terminal import console
 
     try:
         env = get_env(args.env)
@@ -21,24 +21,39 @@ def _demo(args):
         return 2
     tok = env.tokenizer()
     groups = env.groups()
-    table = Table(title=f'Scripted play on {env.title} ({args.seeds} seeds per task, the hidden reward)')
-    table.add_column('policy')
-    table.add_column('split')
-    for group in groups:
-        table.add_column(group, justify='right')
-    table.add_column('all', justify='right')
+    played = []  # (policy, split, {group: episodes})
     for kind in env_attr(env.env_id, 'scripted_kinds', ('oracle',)):
         for split in ('train', 'heldout'):
             rows = {g: [] for g in groups}
             for task in env.tasks(split):
                 for seed in range(args.seeds):
-                    traj = scripted_rollout(env.player(kind, seed=seed), env.make(), task, tok)
-                    rows[task.group].append(traj.reward)
-            every = [r for g in groups for r in rows[g]]
-            table.add_row(kind, split, *[f'{sum(rows[g]) / len(rows[g]):.2f}' if rows[g] else '-' for g in groups],
-                          f'{sum(every) / len(every):.2f}')
-    Console().print(table)
+                    rows[task.group].append(scripted_rollout(env.player(kind, seed=seed), env.make(), task, tok))
+            played.append((kind, split, rows))
+    binary = all(zero_one(ts) for _, _, rows in played for ts in rows.values())
+    console().print(_demo_table(env, args.seeds, groups, played, binary))
     return 0
+
+
+def _demo_table(env, seeds: int, groups: list, played: list, binary: bool):
+    """The scripted players' table: pass rates with 0/1 returns; else each cell's mean return / success rate."""
+    from rich.table import Table
+
+    from .recipes.outcomes import mean_return, success_rate
+    from .terminal import one_line
+    what = '' if binary else ': mean return / success rate (a return that reaches 1)'  # 0/1: the share that pass
+    table = Table(title=one_line(f'Scripted play on {env.title} ({seeds} seeds per task, the hidden reward){what}'))
+    table.add_column('policy')
+    table.add_column('split')
+    for group in [*groups, 'all']:
+        table.add_column(group, justify='right')
+
+    def cell(trajs):
+        if not trajs:
+            return '-'
+        return f'{mean_return(trajs):.2f}' if binary else f'{mean_return(trajs):.2f} / {success_rate(trajs):.2f}'
+    for kind, split, rows in played:
+        table.add_row(kind, split, *[cell(rows[g]) for g in groups], cell([t for g in groups for t in rows[g]]))
+    return table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .runtime import keep_freed_memory
+    from .threads import torch_decides
     keep_freed_memory()  # freed tensors are reused without page faults; no figure changes (runtime.py)
     try:
-        return args.func(args) or 0
+        with torch_decides():  # the commands set their own thread counts (reproduce, bench --threads): threads.py
+            return args.func(args) or 0
     except KeyboardInterrupt:
         print('\ninterrupted; finished work is saved (resume with --resume where supported)', file=sys.stderr)
         return 130

@@ -16,6 +16,7 @@ import torch
 from .envs.protocol import DEFAULT_ENV, EnvStepError, checked_reset, checked_step, make_env_factory
 from .policy import as_renderer
 from .render import Trajectory, render_play
+from .threads import small_model_threads
 
 
 def scripted_rollout(policy, env, task, tok) -> Trajectory:
@@ -103,6 +104,7 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
 
 
 @torch.no_grad()
+@small_model_threads
 def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=None, use_cache: bool = True,
                   force=None, env_workers: int | None = None):
     """Sample one episode per (env, task) pair, all in lockstep -> list of Trajectory (section 15.2).
@@ -244,6 +246,7 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
     return results
 
 
+@small_model_threads
 def rollout_groups(model, tasks, tok, group: int, env=DEFAULT_ENV, reward: str = 'hidden', temperature: float = 1.0,
                    generator=None, force=None, env_workers: int | None = None) -> list:
     """``group`` episodes of each task, task-major (task 0's group first), one fresh environment each, sampled in

@@ -27,9 +27,9 @@ def _claims(args):
     import json
     import sys
 
-    from rich.console import Console
     from rich.table import Table
 
+    from ..terminal import console as new_console, one_line
     from .chapter15.claims import check_claims, markdown, summary
     from .chapter15.envs import DEFAULT, get_env
     from .chapter15.reproduce_command import claims_table
@@ -39,7 +39,7 @@ def _claims(args):
         return 0
     if not args.dirs:
         return _error('claims', 'give a run or sweep folder (or --list for the claims themselves)')
-    console = Console()
+    console = new_console()
     status = 0
     for folder in map(Path, args.dirs):
         if (folder / 'sweep.json').is_file():
@@ -52,7 +52,7 @@ def _claims(args):
                 print(f'agentrl claims: error: {e}', file=sys.stderr)
                 status = 2
                 continue
-            table = Table(title=f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', DEFAULT)} ({folder})")
+            table = Table(title=one_line(f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', DEFAULT)} ({folder})"))
             for col in ('claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'):
                 table.add_column(col)
             for key, c in claims.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-INSTALL = "pip install 'agentrl[tensorboard]'"
+INSTALL = "pip install -e '.[tensorboard]'"
 """How to get the optional dependency (the ``tensorboard`` package, which ``torch.utils.tensorboard`` needs)."""
 
 

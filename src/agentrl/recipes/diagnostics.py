@@ -13,6 +13,7 @@ import torch
 from ..chat import replay
 from ..envs.protocol import DEFAULT_ENV, env_attr, find_task
 from ..render import OWNER, Trajectory, collate
+from ..threads import small_model_threads
 from .evaluation import action_entropy, pass_rate
 from .outcomes import DEFAULT_THRESHOLD, success_rate
 
@@ -28,11 +29,18 @@ def is_read(env=DEFAULT_ENV):
     return env_attr(env, 'is_read_call') or (lambda call: False)
 
 
+@small_model_threads
 def probe(model, tasks, tok, group=8, seed=5, env=DEFAULT_ENV):
     """Sample ``group`` episodes per task in ``env`` -> (mean reward, informative-group fraction, action entropy) (15.6)."""
+    return probe_episodes(model, tasks, tok, group, seed, env)[:3]
+
+
+@small_model_threads
+def probe_episodes(model, tasks, tok, group=8, seed=5, env=DEFAULT_ENV) -> tuple:
+    """``probe``'s three figures and the episodes they come from -> (mean reward, informative, entropy, episodes)."""
     _, trajs = pass_rate(model, tasks, tok, group, seed=seed, env=env)
     rewards = torch.tensor([t.reward for t in trajs]).view(len(tasks), group)  # [tasks, G]
-    return rewards.mean().item(), informative_fraction(rewards), action_entropy(model, collate(trajs, tok.pad_id))
+    return rewards.mean().item(), informative_fraction(rewards), action_entropy(model, collate(trajs, tok.pad_id)), trajs
 
 
 def reads_first(trajs, env=DEFAULT_ENV) -> float:
@@ -49,6 +57,7 @@ def reads_first(trajs, env=DEFAULT_ENV) -> float:
     return sum(bool(t.info['actions']) and read(t.info['actions'][0]) for t in trajs) / len(trajs)
 
 
+@small_model_threads
 def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAULT_ENV,
              threshold=DEFAULT_THRESHOLD) -> dict:
     """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2).

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from ..loggers.protocol import as_reporter, merge_eval
 from ..model import sequence_log_probs
 from ..render import collate
+from ..threads import small_model_threads
 from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
@@ -111,6 +112,7 @@ def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
     return pairs
 
 
+@small_model_threads
 def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
               every=25, evaluate=None, monitor=None, loggers=None, batch_size=None, seed=0):
     """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).

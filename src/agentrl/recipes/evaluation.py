@@ -10,8 +10,10 @@ import torch
 from ..envs.protocol import DEFAULT_ENV
 from ..model import entropy_from_logits
 from ..rollout import rollout_groups
+from ..threads import small_model_threads
 
 
+@small_model_threads
 def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='hidden', env=DEFAULT_ENV):
     """Sample n_samples episodes per task in lockstep -> (mean return, list of Trajectory) (section 15.2).
 
@@ -38,6 +40,7 @@ def family_rates(trajs) -> dict:
     return {g: sum(rs) / len(rs) for g, rs in out.items()}
 
 
+@small_model_threads
 def family_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict:
     """Pass rate per task group, ``n_samples`` episodes per task -> {group: pass} (groups of ``tasks`` only).
 
@@ -48,6 +51,7 @@ def family_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict
     return family_rates(pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)[1])
 
 
+@small_model_threads
 def action_entropy(model, batch) -> float:
     """Mean next-token entropy over action tokens of a collate batch -> float (section 15.2)."""
     with torch.no_grad():

@@ -39,6 +39,7 @@ from ..loggers.protocol import as_reporter
 from ..model import entropy_from_logits
 from ..render import collate
 from ..rollout import rollout_groups
+from ..threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction, is_read
 from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics
@@ -182,6 +183,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
     return loss, stats
 
 
+@small_model_threads
 def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate=None, every=10, ref_model=None,
                start=0, env=DEFAULT_ENV, loggers=None):
     """``steps`` clipped group-policy-gradient steps on ``tasks``, in place -> (history, logs).

@@ -25,12 +25,14 @@ import torch
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter, merge_eval
 from ..render import collate
+from ..threads import small_model_threads
 from .diagnostics import is_read
 from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate
 from .monitors import batch_tokens, sample_metrics
 
 
+@small_model_threads
 def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16, beta=0.1, lr=1e-3, nll_weight=0.0,
                      loss='sigmoid', seed=0, evaluate=None, every=25, env=DEFAULT_ENV, margin=1.0, loggers=None) -> list:
     """Iterative DPO on ``tasks`` in ``env`` (a factory or Gymnasium id), in place -> log, one dict per ``every`` steps.

@@ -12,7 +12,7 @@ the rule as an argument, with the chapter's behaviour as the default:
 
 "Reaches" allows ``RETURN_TOL`` of rounding (ten steps of 0.1 sum to 0.9999999999999999). ``pass_rate`` keeps
 the chapter's name and meaning, the mean return, which for 0/1 rewards is the share of successes; for partial
-credit the two differ, and ``success_rate`` and ``mean_return`` give each. A recipe whose episodes give it
+credit the two differ, and ``success_rate`` and ``mean_return`` give each (``zero_one`` says whether they can). A recipe whose episodes give it
 nothing to learn from (no success, no pair) says so with a ``NoSignalWarning`` naming the rule and the returns
 it saw, instead of a silent empty round.
 """
@@ -71,6 +71,12 @@ def success_rate(trajs, threshold: float = DEFAULT_THRESHOLD) -> float:
     if not trajs:
         raise ValueError('success_rate needs at least one episode, got none')
     return sum(is_success(t, threshold) for t in trajs) / len(trajs)
+
+
+def zero_one(trajs) -> bool:
+    """Whether every episode's return is exactly 0 or 1 (the chapter's gyms): there ``pass_rate``'s mean return is
+    the share of successes, and a table may call it a pass rate; elsewhere it is a mean return."""
+    return all(t.reward in (0, 1) for t in trajs)
 
 
 def returns_seen(trajs, most: int = 6) -> str:

@@ -23,6 +23,7 @@ from ..loggers.protocol import as_reporter
 from ..model import entropy_from_logits, sequence_log_probs
 from ..render import collate
 from ..rollout import rollout_groups
+from ..threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import is_read
 from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics
@@ -43,6 +44,7 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
         raise ValueError(f'entropy_bonus must be a finite number >= 0, got {entropy_bonus!r}')
 
 
+@small_model_threads
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
                    env=DEFAULT_ENV, credit='episode', gamma=1.0, stats=None, read=None) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
@@ -86,6 +88,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     return b['rewards'].view(n_tasks, group).mean().item()
 
 
+@small_model_threads
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
              temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).

@@ -13,6 +13,7 @@ from collections import Counter
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
+from ..threads import small_model_threads
 from .diagnostics import is_read
 from .evaluation import pass_rate
 from .monitors import filter_metrics, sample_metrics
@@ -71,6 +72,7 @@ def _hacks(kept):
     return sum(not t.info['hidden_pass'] for t in kept)
 
 
+@small_model_threads
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                      reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
                      temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None):

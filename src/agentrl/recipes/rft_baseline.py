@@ -47,6 +47,7 @@ from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
 from ..model import sequence_log_probs
 from ..render import collate
+from ..threads import small_model_threads
 from .diagnostics import informative_fraction, is_read
 from .evaluation import pass_rate
 from .monitors import batch_tokens, filter_metrics, grad_norm, logp_and_entropy, sample_metrics
@@ -103,6 +104,7 @@ def check_clip(clip) -> float | None:
     return float(clip)
 
 
+@small_model_threads
 def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_size=32, seed=0, loggers=None,
                        clip=None) -> list:
     """``sft_train`` with a weight per trajectory: minibatches drawn with replacement, AdamW -> losses.
@@ -146,6 +148,7 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
     return losses
 
 
+@small_model_threads
 def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                            reward='hidden', keep_all_pass=True, lr=3e-3, batch_size=32, evaluate=None, env=DEFAULT_ENV,
                            threshold=DEFAULT_THRESHOLD, loggers=None, clip=None):

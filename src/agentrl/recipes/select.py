@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
+from ..threads import small_model_threads
 from .diagnostics import probe
 from .sft import sft_train
 
@@ -33,6 +34,7 @@ class Selection(NamedTuple):
     """The model after the last SFT step (the ``model`` passed in, trained in place)."""
 
 
+@small_model_threads
 def select_sft_checkpoint(model, demos, tok, probe_tasks, steps=60, every=10, group=8, seed=0, lr=3e-3,
                           batch_size=32, include_start=False, env=DEFAULT_ENV, loggers=None) -> Selection:
     """Oracle SFT on ``demos`` (in place), probing every ``every`` steps -> ``Selection`` (section 15.6).

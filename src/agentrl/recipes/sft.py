@@ -13,6 +13,7 @@ import torch
 from ..loggers.protocol import as_reporter
 from ..model import sequence_log_probs
 from ..render import collate
+from ..threads import small_model_threads
 from .monitors import batch_tokens, grad_norm, logp_and_entropy
 
 
@@ -27,6 +28,7 @@ def masked_nll(logp, mask) -> torch.Tensor:
     return -(logp * mask).sum() / mask.sum()
 
 
+@small_model_threads
 def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10, loggers=None):
     """Minibatch SFT on trajectories with sft_loss; hook(step) runs every `every` steps -> list of losses (section 15.2).
 

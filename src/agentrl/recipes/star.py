@@ -35,6 +35,7 @@ from ..loggers.protocol import as_reporter
 from ..policy import as_renderer
 from ..render import Trajectory
 from ..rollout import rollout_groups
+from ..threads import small_model_threads
 from .diagnostics import is_read
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
 from .monitors import filter_metrics, sample_metrics
@@ -90,6 +91,7 @@ def mask_forced_tokens(traj: Trajectory) -> Trajectory:
                       turn_rewards=traj.turn_rewards, vocab=traj.vocab)
 
 
+@small_model_threads
 def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEFAULT_ENV,
                 threshold: float = DEFAULT_THRESHOLD) -> list:
     """Roll the model out ``n_samples`` times per task with the oracle's answers forced (``answer_forcer``) -> trajectories.
@@ -106,6 +108,7 @@ def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEF
     return [mask_forced_tokens(t) for t in trajs] if mask else trajs
 
 
+@small_model_threads
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,
                    lr=3e-3, batch_size=32, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None) -> list:
     """Rounds of STaR with rationalization in ``env``, in place -> one dict per round (exercise 3).

@@ -58,6 +58,7 @@ import time
 import torch
 
 from ...render import collate
+from ...threads import torch_decides
 from .bench_render import render
 from .flops import bench_efficiency
 from .slow_env import bench_slow_env
@@ -84,7 +85,8 @@ def run(repeats: int = 5, threads: int = 2, n_tasks: int | None = None, episodes
         slow_episodes: int = 64, slow_workers: int = 8, slow_delay: float = 0.02) -> dict:
     """Run every measurement -> one dict (JSON-serialisable) with the headline ratios at the top level.
 
-    ``threads`` sets ``torch.set_num_threads`` for the run (restored afterwards; 0 leaves it alone).
+    ``threads`` sets ``torch.set_num_threads`` for the run (restored afterwards; 0 leaves it alone); the library's
+    one thread for a small model (``agentrl.threads``) is off during the run, so ``threads`` is what is measured.
     ``repeats`` is the number of timed rounds per session (after one warm-up call of each item).
     The peer ratios are ``None`` when ``peer`` is false or transformers is missing.
     """
@@ -92,15 +94,16 @@ def run(repeats: int = 5, threads: int = 2, n_tasks: int | None = None, episodes
     if threads:
         torch.set_num_threads(threads)
     try:
-        res = _run(repeats, threads or before, n_tasks, episodes_per_task, weak_steps, sft_steps, sft_batch, peer,
-                   peer_attns, tuple(gemm_sizes), log, env_workers)
-        if slow_episodes:
-            log(f'slow environment: {slow_episodes} episodes x 3 calls, {slow_delay * 1000:.0f} ms a call, serial and '
-                f'{slow_workers} env workers interleaved')
-            slow = bench_slow_env(slow_episodes, 3, slow_delay, slow_workers, min(repeats, 3))
-            res['slow_env'], res['slow_env_serial_vs_pool'] = slow, slow['serial_vs_pool']
-            res['ratios']['slow_env_serial_vs_pool'] = slow['ratio']
-        return res
+        with torch_decides():
+            res = _run(repeats, threads or before, n_tasks, episodes_per_task, weak_steps, sft_steps, sft_batch, peer,
+                       peer_attns, tuple(gemm_sizes), log, env_workers)
+            if slow_episodes:
+                log(f'slow environment: {slow_episodes} episodes x 3 calls, {slow_delay * 1000:.0f} ms a call, '
+                    f'serial and {slow_workers} env workers interleaved')
+                slow = bench_slow_env(slow_episodes, 3, slow_delay, slow_workers, min(repeats, 3))
+                res['slow_env'], res['slow_env_serial_vs_pool'] = slow, slow['serial_vs_pool']
+                res['ratios']['slow_env_serial_vs_pool'] = slow['ratio']
+            return res
     finally:
         torch.set_num_threads(before)
 

@@ -35,10 +35,10 @@ def _frac(r):
 def render(res: dict, console=None) -> None:
     """Print the result as a rich table: figure, ours, peer, ratio (median of the per-round pair ratios
     (min-max)), and GFLOP/s with the share of the GEMM peak measured in the same run."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from ...terminal import console as new_console
+    console = console or new_console()
     fr, sf, hg, hs, st = res['rollout_fresh'], res['rollout_sft'], res['hf_generate'], res['hf_sft_step'], res['sft_step']
     s, m, rat, eff = res['settings'], res['machine'], res.get('ratios') or {}, res.get('efficiency')
     load, load_end = m.get('loadavg_1m_start'), m.get('loadavg_1m_end')

@@ -30,8 +30,8 @@ def main_reproduce(args) -> int:
     except ValueError as e:
         return error('reproduce', e)
     jobs = start_workers(args)
-    from rich.console import Console
-    console = Console()
+    from ...terminal import console as new_console
+    console = new_console()
     t0 = time.perf_counter()
     try:  # model settings and --resume into another config are refused here, before any section runs
         run = make_run(args, config, overrides, jobs, console, env.name)
@@ -151,13 +151,14 @@ def print_findings(console, run, outputs: dict, args, seconds: float) -> int:
     -> the exit status (``--strict``: 1 unless every one that applies holds)."""
     from rich.table import Table
 
+    from ...terminal import one_line
     from .claims import summary, tally
     out, findings, claims = Path(args.out), outputs['findings'], outputs['claims']
     arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
     files = f'{out}/results.json, report.md, ' + ', '.join(p.name for p in outputs['paths'])
     n_claims, applicable, _ = tally(claims)
     if run.env.bands and not run.pretrained:  # the bands are the TinyAgent's figures on the chapter's gym
-        table = Table(title=f'Chapter 15 findings (seed shift {args.seed}{arch})')
+        table = Table(title=one_line(f'Chapter 15 findings (seed shift {args.seed}{arch})'))
         for col in ('finding (band)', 'measured', 'holds'):
             table.add_column(col)
         for name, ok, fig in findings:
@@ -181,7 +182,9 @@ def print_findings(console, run, outputs: dict, args, seconds: float) -> int:
 def claims_table(claims, title):
     """The claims of one run as a rich table (a claim that does not apply: n/a, and why)."""
     from rich.table import Table
-    table = Table(title=title)
+
+    from ...terminal import one_line
+    table = Table(title=one_line(title))
     for col in ('claim', 'decided by', 'measured', 'holds'):
         table.add_column(col)
     for claim, ok, measured in claims:

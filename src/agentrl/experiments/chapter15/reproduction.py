@@ -287,6 +287,13 @@ class Reproduction(Sections, Beyond):
         _, trajs = pass_rate(model, tasks, self.tok, n, seed=seed, env=self.env.env_id, **kw)
         return success_rate(trajs), trajs
 
+    def round_pass(self, row) -> float:
+        """The sample pass of an expert-iteration round on the train tasks (its dict ``row``), the chapter's: the share
+        of its ``rft_samples`` episodes per task that succeed, which its filter kept (the reproduction neither dedups
+        nor caps). With 0/1 rewards it is the round's mean return, ``row['rate']``, to the bit; in a game that pays
+        partial credit it counts the wins only, as ``pass_rate`` above does."""
+        return len(row['kept']) / (self.cfg.rft_samples * len(self.train))
+
     def evaluate(self, model):
         """The chapter's ``evaluate``: (train pass, held-out pass), 4 samples per task."""
         s, n = self.seed, self.cfg.eval_samples

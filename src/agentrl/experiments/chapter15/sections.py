@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from ...model import sequence_log_probs
-from ...recipes.diagnostics import probe, reads_first, strip_wrappers
+from ...recipes.diagnostics import probe_episodes, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ...recipes.reinforce import train_rl
-from ...recipes.outcomes import is_success
+from ...recipes.outcomes import is_success, success_rate, zero_one
 from ...recipes.rejection import dedup_by_actions, expert_iteration, family_share, keep_successes
 from ...recipes.sft import sft_loss, sft_train
 from ...render import OWNER, collate
@@ -150,7 +150,7 @@ class Sections:
                                     loggers=self.monitor_run('expert_iteration', 'hidden')):
             rounds.append(row)
             k = row['round']  # the recipe counts from 0 (results.json's lists too); people read rounds from 1
-            self._say(f"round {k + 1}: sample pass {row['rate']:.3f}, kept {len(row['kept']):>3}, tasks solved "
+            self._say(f"round {k + 1}: sample pass {self.round_pass(row):.3f}, kept {len(row['kept']):>3}, tasks solved "
                       f"{len(row['solved']):>2}/{len(self.train)} -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
         self._save('rft', rft)
         d_rft = self._describe(rft, 'after RFT', '15.3')
@@ -160,7 +160,7 @@ class Sections:
         self._say(f'first action of kept episodes, round 1: {first}', '15.3')
         save_trajectories(self.out / 'episodes' / KEPT_ROUND2, rounds[1]['kept'])
         return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale, 'grad_gap': gap,
-                'cosine': cosine, 'rounds': [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
+                'cosine': cosine, 'rounds': [{'rate': self.round_pass(r), 'kept': len(r['kept']), 'solved': r['solved'],
                                               'first_actions': dict(r['first_actions'])} for r in rounds],
                 'hist_rft': hist_rft, 'after_rft': d_rft, 'never_solved': never, 'first_kept': first}
 
@@ -251,11 +251,12 @@ class Sections:
         probes, probe_log = {}, self.monitor_run('probe', 'sft_checkpoints')  # logged at each checkpoint's SFT step
         sft_step = {'weak': 0, 'sft_step20': self.cfg.cold_start_step, 'sft_step60': self.cfg.sft_steps}
         for label, name in probe_labels(self.cfg.cold_start_step, self.cfg.sft_steps):
-            rate, informative, ent = probe(self._model(name), self.heldout, tok, group=self.cfg.probe_group, seed=5 + s,
-                                           env=self.env.env_id)
+            reward, informative, ent, trajs = probe_episodes(self._model(name), self.heldout, tok,
+                                                             group=self.cfg.probe_group, seed=5 + s, env=self.env.env_id)
+            rate = reward if zero_one(trajs) else success_rate(trajs)  # the pass: with partial credit, the wins
             probes[label] = {'held': rate, 'signal': informative, 'entropy': ent}
             if probe_log is not None:
-                probe_log.log({'probe/reward': rate, 'probe/informative': informative, 'probe/entropy': ent},
+                probe_log.log({'probe/reward': reward, 'probe/informative': informative, 'probe/entropy': ent},
                               sft_step[name])
             self._say(f'{label:<12} held-out pass {rate:.2f} | groups with signal {informative:.2f} | action entropy {ent:.3f}', '15.6')
 
@@ -277,8 +278,8 @@ class Sections:
         hacker, hack_log = copy.deepcopy(self._model('weak')), []
 
         def after_round(model):
-            _, trajs = self.pass_rate(model, self.train, self.cfg.eval_samples, s, reward='public')
-            return {'public': sum(t.reward for t in trajs) / len(trajs),
+            public, trajs = self.pass_rate(model, self.train, self.cfg.eval_samples, s, reward='public')
+            return {'public': public,  # the public check's pass (0/1 rewards: their mean, to the bit)
                     'hidden': sum(t.info['hidden_pass'] and t.info['submitted'] for t in trajs) / len(trajs)}
 
         # trained before the lines that read 15.4's log and 15.3's kept episodes (@reads above), printed after;

@@ -15,10 +15,11 @@ class EnvNotFound(ValueError):
 def main_show(args) -> int:
     """Print episodes in the terminal with ``viewer.trajectory_text``; a folder without them is a one-line error
     (``agentrl show: error: ...``, exit status 1) saying what is missing and what writes it."""
-    from rich.console import Console
+    from rich.rule import Rule
 
+    from ...terminal import console as new_console, rule_width
     from ...viewer import trajectory_text
-    console = Console()
+    console = new_console()
     try:
         source, trajs, tok, n = oracle_demo(args) if args.dir is None else run_episodes(args, console)
     except EnvNotFound as e:  # --env names no environment: a usage error
@@ -34,7 +35,7 @@ def main_show(args) -> int:
         print(f'agentrl show: error: no episode of task {args.task!r} in {source}', file=sys.stderr)
         return 1
     for k, t in enumerate(trajs[:n]):
-        console.rule(f'{source}: episode {k + 1} of {len(trajs)}')
+        console.print(Rule(f'{source}: episode {k + 1} of {len(trajs)}'), width=rule_width(console))
         console.print(trajectory_text(t, tok))
     return 0
 

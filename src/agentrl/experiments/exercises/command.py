@@ -66,13 +66,12 @@ def main(args) -> int:
 
 def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     """One seed: the question, the exercise's lines as it runs, then its answers."""
-    from rich.console import Console
-
+    from ...terminal import console as new_console
     from ..lock import FolderInUse
     from ..workers import pin_threads
     from .workbench import ExerciseRun
     pin_threads(args.threads)
-    console = Console()
+    console = new_console()
     say = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
     t0 = time.perf_counter()
     try:

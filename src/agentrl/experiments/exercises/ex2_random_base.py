@@ -61,7 +61,7 @@ def run(x) -> None:
             hist.append((c.rft_steps * len(hist), *ch.evaluate(m)))
             return {'train': hist[-1][1], 'held': hist[-1][2]}
 
-        rounds = [{'rate': r['rate'], 'kept': len(r['kept']), 'solved': r['solved'],
+        rounds = [{'rate': ch.round_pass(r), 'kept': len(r['kept']), 'solved': r['solved'],
                    'first_read': sum(bool(t.info['actions']) and ch.env.read_call()(t.info['actions'][0])
                                      for t in r['kept']) / max(len(r['kept']), 1) if ch.env.read_call() else None}
                   for r in expert_iteration(copy.deepcopy(model), ch.train, ch.tok, rounds=c.rft_rounds,

@@ -70,8 +70,8 @@ def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     """``agentrl exercise N --seeds ...``: run the seeds, then print and write every answer's hold rate."""
     import sys
 
-    from rich.console import Console
-    console = Console()
+    from ...terminal import console as new_console
+    console = new_console()
     seeds = args.seeds
     try:
         if args.source is not None:
@@ -196,7 +196,9 @@ def markdown(summary: dict) -> str:
 
 def print_summary(console, spec, summary: dict, out: Path) -> None:
     from rich.table import Table
-    table = Table(title=f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}", show_lines=True)
+
+    from ...terminal import one_line
+    table = Table(title=one_line(f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}"), show_lines=True)
     for col in ('answer', 'hold rate', 'held', 'seeds where it fails'):
         table.add_column(col)
     for key, a in summary['answers'].items():

@@ -320,11 +320,13 @@ def provenance_rows(variants) -> list:
 
 def print_terminal(result, settings, provenance, console) -> None:
     from rich.table import Table
+
+    from ...terminal import one_line
     names, head = _columns(result)
     strip = lambda c: str(c).replace('**', '')  # noqa: E731 (bold is Markdown's)
     for title, cols, rows in [('Findings: hold rate', ['finding (band)', *head], finding_rows(result)),
                               ('Key figures (mean ± 95% CI over seeds)', ['section', 'figure', *head], figure_rows(result))]:
-        t = Table(title=title)
+        t = Table(title=one_line(title))
         for c in cols:
             t.add_column(c, overflow='fold')
         for r in rows:
@@ -376,9 +378,9 @@ def run(dirs, allow=(), out=None, console=None) -> dict:
 def main(args) -> int:
     import sys
     allow = [k.strip() for item in args.allow for k in item.split(',') if k.strip()]
-    from rich.console import Console
+    from ...terminal import console as new_console
     try:
-        run(args.dirs, allow, args.out, Console())
+        run(args.dirs, allow, args.out, new_console())
     except ValueError as e:
         print(f'agentrl compare: error: {e}', file=sys.stderr)
         return 2

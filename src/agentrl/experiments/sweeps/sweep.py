@@ -113,10 +113,9 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once. ``logdir``: every seed's recipe
     runs write their monitors there (``reproduce --logdir``; a grid's variants below ``LOGDIR/VARIANT``).
     """
-    from rich.console import Console
-
+    from ...terminal import console as new_console
     from ..lock import FolderLock
-    console = console or Console()
+    console = console or new_console()
     out = Path(out).resolve()
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f'threads must be a positive int, got {threads!r}')
@@ -337,8 +336,8 @@ def main(args) -> int:
     except ValueError as e:
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
-    from rich.console import Console
-    console = Console()
+    from ...terminal import console as new_console
+    console = new_console()
     if args.workers is not None and args.workers < 1:
         console.print('[red]--workers must be at least 1[/red]')
         return 2
