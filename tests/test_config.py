@@ -75,7 +75,7 @@ def test_badly_typed_values_name_the_key(item, message):
 
 def test_every_key_rejects_out_of_range_values_by_name():
     for key, knob in C.knobs().items():
-        bads = ([-3] if key == 'lora_rank' else [0, -3]) if knob.kind == 'int' else [float('inf'), float('nan')]  # rank 0: every weight trains
+        bads = ([-3] if key in ('lora_rank', 'dpo_batch_size') else [0, -3]) if knob.kind == 'int' else [float('inf'), float('nan')]  # rank 0: every weight trains
         if key in ('rl_entropy_bonus',):
             bads.append(-0.5)
         elif knob.kind == 'float' and knob.group != 'model':

@@ -122,3 +122,15 @@ def test_bench_on_a_pretrained_model_prints_the_three_comparisons(tiny_folder):
     pretrained_bench.render(res, lines.append)
     assert any(line.startswith('engine vs generate loop:') for line in lines)
     assert any(line.startswith('bf16 vs fp32:') for line in lines)
+
+
+def test_sweep_takes_the_same_policy_and_refuses_one_that_cannot_load(tmp_path, capsys):
+    from agentrl.cli import main
+    from agentrl.experiments.sweeps.sweep import plan
+    rc = main(['sweep', '--policy', str(tmp_path / 'nowhere'), '--seeds', '0', '--out', str(tmp_path / 'sweep')])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count('\n') == 1 and 'no model at' in err and not (tmp_path / 'sweep').exists()
+    from agentrl.experiments.chapter15.real_model import BUDGETS
+    [variant] = plan(tmp_path / 'sweep', policy='smollm2')
+    assert variant['record']['model'] == {'pretrained': 'smollm2'}
+    assert all(variant['record'][k] == v for k, v in BUDGETS.items())

@@ -15,6 +15,7 @@ adapters, a few MB, where a fully fine-tuned copy costs the whole model.
 """
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -53,7 +54,9 @@ class Adapters:
             raise ValueError('this policy already has LoRA adapters (new_adapter() adds one on top)')
         peft = _peft()
         alpha = float(alpha if alpha is not None else 2 * rank)
-        with torch.random.fork_rng(devices=[]):  # the caller's random stream does not move
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():  # the caller's random stream does not move
+            # peft reads a property transformers 5 renamed, and transformers says so each time: not the user's concern
+            warnings.filterwarnings('ignore', message='`is_gradient_checkpointing` is deprecated', category=FutureWarning)
             torch.manual_seed(seed)
             model = peft.get_peft_model(policy.model, _config(peft, rank, alpha), adapter_name=f'{PREFIX}0')
         policy.lora = cls(model, rank, alpha, [f'{PREFIX}0'])

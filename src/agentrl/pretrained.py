@@ -163,7 +163,12 @@ def _frozen(path: Path, precision, name: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .hf import HFPolicy
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32')
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # a bar for a second's read of a local folder is noise
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32')
+    finally:
+        hf_logging.enable_progress_bar()
     model.eval().requires_grad_(False)
     return HFPolicy(model, tokenizer, precision, source=name)

@@ -92,6 +92,8 @@ class Ch15Config:
     """AdamW learning rate of DPO (15.4, 15.6)."""
     dpo_beta: float = 0.1
     """DPO's beta: how strongly the log-ratio margin is scaled (15.4, 15.6)."""
+    dpo_batch_size: int = 0
+    """Pairs per DPO step, drawn with replacement (15.4, 15.6); 0: every pair at every step, as the chapter trains."""
     dpo_margin: float = 1.0
     """The least gap of returns between a DPO pair's chosen and rejected episodes (``make_pairs``, 15.4, 15.6).
     With 0/1 rewards, 1.0 pairs a success against a failure; a game that pays partial credit sets less."""
@@ -196,6 +198,7 @@ RANGES = {
     'rl_group': Bound(2, why="REINFORCE's baseline is the group's mean: a group of one has no advantage to learn from"),
     'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
     'lora_rank': Bound(0, why='0 trains every weight of a pretrained policy'),
+    'dpo_batch_size': Bound(0, why='0 takes every pair at every step'),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),
@@ -476,8 +479,9 @@ def describe_differences(diffs: list, a: str = 'saved', b: str = 'now') -> str:
     return '; '.join(f'{k} ({a} {va!r}, {b} {vb!r})' for k, va, vb in diffs)
 
 
-def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> dict:
-    """The config a run records: ``asdict(config)`` with ``model`` the full effective ``TinyAgentConfig`` (every field).
+def effective(config: Ch15Config, vocab_size: int | None = None, env=None, policy: str = 'tiny') -> dict:
+    """The config a run records: ``asdict(config)`` with ``model`` the full effective ``TinyAgentConfig`` (every field),
+    or for a pretrained ``policy`` (``real_model.py``) ``{'pretrained': policy}``.
 
     Also checks what only the environment (``env``, an ``envs.ChapterEnv``; default the chapter's) bounds
     (``check_env``), and lets the model check its own settings (imports torch; ``RANGES`` holds the same limits, so
@@ -485,7 +489,11 @@ def effective(config: Ch15Config, vocab_size: int | None = None, env=None) -> di
     """
     from ...model import TinyAgentConfig
     from .envs import DEFAULT, get_env
+    from .real_model import is_pretrained
     env = env or get_env(DEFAULT)
+    if is_pretrained(policy):  # the TinyAgent's config describes no part of it
+        check_env(config, env)
+        return {**asdict(config), 'model': {'pretrained': str(policy)}}
     if vocab_size is None:
         vocab_size = env.tokenizer().vocab_size
     try:

@@ -23,7 +23,7 @@ BUDGETS = {
     'weak_steps': 20, 'sft_steps': 30, 'sft_every': 10, 'cold_start_step': 10, 'sft_batch_size': 8, 'sft_lr': 2e-3,
     'eval_samples': 2, 'describe_samples': 2,
     'rft_rounds': 3, 'rft_samples': 4, 'rft_steps': 10,
-    'dpo_steps': 30, 'dpo_every': 10, 'dpo_lr': 5e-4,
+    'dpo_steps': 30, 'dpo_every': 10, 'dpo_lr': 5e-4, 'dpo_batch_size': 8,
     'rl_cold_steps': 10, 'rl_only_steps': 20, 'rl_every': 5, 'rl_tasks': 4, 'rl_group': 4, 'rl_lr': 5e-4,
     'mismatch_steps': 20, 'probe_group': 4, 'hack_rounds': 2,
 }

@@ -166,9 +166,7 @@ class Reproduction(Sections, Beyond):
         self.models, self.data = {}, {}
         self._lock, self._cleared = None, False
         self._load_environment()
-        self.config_record = effective(self.cfg, self.tok.vocab_size, self.env)  # checks the model settings too
-        if self.pretrained:  # the TinyAgent's config describes no part of it
-            self.config_record['model'] = {'pretrained': self.policy}
+        self.config_record = effective(self.cfg, self.tok.vocab_size, self.env, self.policy)  # checks the model settings too
         """The effective config: every key of ``Ch15Config`` and the full model config (``results.json['config']``)."""
         self.provenance = {**collect_provenance(overrides), **self.spread(),
                            **({'logdir': str(self.logdir.resolve())} if self.logdir is not None else {})}

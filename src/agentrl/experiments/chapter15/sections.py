@@ -184,7 +184,7 @@ class Sections:
         if not self._pairs():
             return policy, [], monitor
         log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=self.cfg.dpo_beta, lr=self.cfg.dpo_lr,
-                        nll_weight=nll_weight,
+                        nll_weight=nll_weight, batch_size=self.cfg.dpo_batch_size or None, seed=0 + self.seed,
                         every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor,
                         loggers=self.monitor_run('train_dpo', 'dpo_nll' if nll_weight else 'dpo'))
         return policy, log, monitor

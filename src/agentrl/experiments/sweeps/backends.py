@@ -61,7 +61,7 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
              extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None,
-             logdir: str | None = None) -> dict:
+             logdir: str | None = None, policy: str = 'tiny') -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record;
@@ -86,7 +86,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
-                    config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT,
+                    config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT, policy=policy,
                     jobs=1, logdir=logdir)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in SECTIONS)
     run.run()

@@ -12,6 +12,7 @@ from .seeds import read_results, seed_dir
 def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
     """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
     from ..chapter15.provenance import collect
+    from ..chapter15.real_model import is_pretrained
     grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
             'variants': {v['name']: {'folder': v['name'], 'keys': {k: v['overrides'][k] for k in v['overrides']
                                                                     if k not in (overrides or {})},
@@ -40,37 +41,39 @@ def seed_claims(out, sweep: dict) -> dict:
 
 
 def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
-                    threads: int = 1, env: str | None = None) -> dict:
+                    threads: int = 1, env: str | None = None, policy: str = 'tiny') -> dict:
     """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict.
 
     ``env``: the environment's ``--env`` name (default the chapter's); the chapter's bands (``findings``) apply only
     to the environment that has them (``ChapterEnv.bands``), the chapter's claims (``claims``) to every environment,
-    where it has what they need."""
+    where it has what they need; the bands are the TinyAgent's figures, so a pretrained ``policy`` has claims only."""
     from ..chapter15.claims import check_claims
     from ..chapter15.config import budget_name
     from ..chapter15.envs import DEFAULT, get_env
     from ..chapter15.provenance import collect
+    from ..chapter15.real_model import is_pretrained
     from .figures import draw_ci_figure
     from .stats import aggregate, aggregate_claims, aggregate_findings, aggregate_verdicts
     from .sweep_report import render
 
     out, env = Path(out), env or DEFAULT
     chapter_env = get_env(env)
+    bands = chapter_env.bands if not is_pretrained(policy) else None
     ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
     per_seed, per_seed_findings, per_seed_claims = {}, {}, {}
     for s in ok:
         saved = read_results(seed_dir(out, s) / 'results.json')
         per_seed[s] = saved['sections']
-        if chapter_env.bands:
-            per_seed_findings[s] = chapter_env.bands((seed_dir(out, s) / 'transcript.txt').read_text())
+        if bands:
+            per_seed_findings[s] = bands((seed_dir(out, s) / 'transcript.txt').read_text())
         per_seed_claims[s] = check_claims(saved['sections'], chapter_env)
     figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
     findings = aggregate_findings(per_seed_findings)
     claims = aggregate_claims(per_seed)
-    sweep = {'env': env, 'groups': chapter_env.groups(), 'bands': chapter_env.bands is not None,
+    sweep = {'env': env, 'policy': str(policy), 'groups': chapter_env.groups(), 'bands': bands is not None,
              'seeds': seeds, 'aggregated_seeds': ok,
              'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
-             'n': len(ok), 'variant': variant, 'budget': budget_name(config, chapter_env), 'smoke': bool(smoke),
+             'n': len(ok), 'variant': variant, 'budget': budget_name(config, chapter_env, policy), 'smoke': bool(smoke),
              'config': config,
              'overrides': dict(overrides or {}), 'provenance': {**collect(overrides), 'worker_torch_threads': threads},
              'backend': backend, 'workers': workers, 'wall_seconds': round(wall, 2),

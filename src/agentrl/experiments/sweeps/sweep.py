@@ -48,19 +48,19 @@ MAX_ATTEMPTS = 2
 
 # --- the sweep
 
-def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT) -> list:
+def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT, policy: str = 'tiny') -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
 
     No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
     ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key),
-    on the environment ``env`` (its ``--env`` name).
+    on the environment ``env`` (its ``--env`` name), for the policy ``policy`` (its ``--policy``).
     """
     from ..chapter15.config import Ch15Config, apply
     from ..chapter15.config import effective as _effective
     from ..chapter15.envs import get_env
     setup = get_env(env)
-    effective = lambda cfg: _effective(cfg, env=setup)  # noqa: E731
-    config = config or Ch15Config.for_env(setup)
+    effective = lambda cfg: _effective(cfg, env=setup, policy=policy)  # noqa: E731
+    config = config or Ch15Config.for_env(setup, policy)
     overrides = dict(overrides or {})
     out = Path(out)
     if not grid:
@@ -100,7 +100,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) ->
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
               config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1,
-              env: str = DEFAULT, logdir=None) -> dict:
+              env: str = DEFAULT, logdir=None, policy: str = 'tiny') -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
@@ -112,6 +112,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     environment every seed runs on (its ``--env`` name; its budgets are the default config's). The sweep holds
     ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once. ``logdir``: every seed's recipe
     runs write their monitors there (``reproduce --logdir``; a grid's variants below ``LOGDIR/VARIANT``).
+    ``policy``: every seed's policy (``reproduce --policy``: the TinyAgent, or a pretrained model with its budgets).
     """
     from ...terminal import console as new_console
     from ..lock import FolderLock
@@ -120,7 +121,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f'threads must be a positive int, got {threads!r}')
     seeds = sorted(set(seeds))
-    variants = plan(out, config or _default_config(smoke, env), overrides, grid, env)
+    variants = plan(out, config or _default_config(smoke, env, policy), overrides, grid, env, policy)
     if resume:
         check_resume(variants, seeds, threads, env)
     sections = SECTIONS + (('beyond',) if extended else ())
@@ -129,21 +130,21 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
         runs = SeedRuns(variants, seeds, sections, resume)
         t_start = time.perf_counter()
         with _thread_env(threads), _backend(backend, workers, address, workers_given, len(runs.jobs), threads) as be:
-            runs.run(be, console, poll, extended, threads, env, None if logdir is None else Path(logdir).resolve())
+            runs.run(be, console, poll, extended, threads, env, None if logdir is None else Path(logdir).resolve(), policy)
         wall = time.perf_counter() - t_start
         sweeps = {var['name']: summarize_sweep(var['folder'], seeds, runs.of_variant(v), runs.failures[v],
                                                config=var['record'], smoke=smoke, backend=backend, workers=workers,
                                                wall=wall, overrides=var['overrides'], variant=var['name'],
-                                               threads=threads, env=env)
+                                               threads=threads, env=env, policy=policy)
                   for v, var in enumerate(variants)}
         return sweeps[None] if not grid else write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
 
 
-def _default_config(smoke: bool, env: str):
-    """The smoke preset, or the chapter's budgets with the environment's own."""
+def _default_config(smoke: bool, env: str, policy: str = 'tiny'):
+    """The smoke preset, or the chapter's budgets with the environment's own (and a pretrained policy's)."""
     from ..chapter15.config import Ch15Config
     from ..chapter15.envs import get_env
-    return Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env))
+    return Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env), policy)
 
 
 @contextmanager
@@ -210,13 +211,13 @@ class SeedRuns:
         self.state[job].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
         return True
 
-    def run(self, be, console, poll: float, extended: bool, threads: int, env: str, logdir=None) -> None:
+    def run(self, be, console, poll: float, extended: bool, threads: int, env: str, logdir=None, policy='tiny') -> None:
         """Run the jobs ``todo`` on the backend ``be``, at most ``be.limit`` at a time, retrying a failed one once."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from .backends import faults_from_env
         self.be, self.console, self.faults = be, console, faults_from_env()
-        self.args = (extended, threads, env, logdir)
+        self.args = (extended, threads, env, logdir, policy)
         poller = Poller(self.sections)
         with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=24),
                       TextColumn('{task.completed}/{task.total}'), TextColumn('{task.fields[status]}'),
@@ -239,12 +240,12 @@ class SeedRuns:
         (v, seed), again = job, attempt > 1
         self.state[job].update(attempts=attempt, status='running')
         var = self.variants[v]
-        extended, threads, env, logdir = self.args
+        extended, threads, env, logdir, policy = self.args
         if logdir is not None and var['name']:  # a grid: each variant's runs in their own folder
             logdir = logdir / var['name']
         h = self.be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), self.resume or again, attempt,
                            self.faults.get(seed), extended, var['overrides'], threads, env,
-                           None if logdir is None else str(logdir))
+                           None if logdir is None else str(logdir), policy)
         self.inflight[h] = (job, attempt, time.perf_counter())
         self.bar.start_task(self.ids[job])
         self.bar.update(self.ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -315,6 +316,9 @@ def add_parser(sub):
     p.add_argument('--smoke', action='store_true', help='the tiny Ch15Config.smoke() budget (for testing; figures meaningless)')
     p.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment every seed runs on: {ENV_HELP} '
                    '(the workers find it by the same name)')
+    p.add_argument('--policy', default='tiny', metavar='POLICY',
+                   help="every seed's policy, as reproduce --policy: the TinyAgent (default), or a pretrained model "
+                   "('smollm2', a model folder or a .gguf file) with its own budgets")
     p.add_argument('--extended', action='store_true', help="run each seed with reproduce --extended (the chapter's "
                    'exercises and the clipped trainer) and aggregate those comparisons too')
     add_setting_args(p)
@@ -331,8 +335,10 @@ def main(args) -> int:
     from ..chapter15.config import parse_grid, resolve
     from ..chapter15.envs import get_env
     try:  # every setting is checked before anything runs (and before torch is imported)
-        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env))
+        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env), policy=args.policy)
         grid = parse_grid(args.grid)
+        from ..chapter15.real_model import check_policy
+        check_policy(args.policy)
     except ValueError as e:
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
@@ -351,7 +357,7 @@ def main(args) -> int:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
                            config=config, overrides=overrides, grid=grid, threads=args.threads, env=args.env,
-                           logdir=args.logdir)
+                           logdir=args.logdir, policy=args.policy)
     except ValueError as e:  # a model setting torch rejects, or --resume into another config or thread count
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
