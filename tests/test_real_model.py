@@ -134,3 +134,22 @@ def test_sweep_takes_the_same_policy_and_refuses_one_that_cannot_load(tmp_path, 
     [variant] = plan(tmp_path / 'sweep', policy='smollm2')
     assert variant['record']['model'] == {'pretrained': 'smollm2'}
     assert all(variant['record'][k] == v for k, v in BUDGETS.items())
+
+
+def test_the_real_models_page_states_the_budgets_the_code_uses():
+    """docs/real-models.md's budget table: every key of real_model.BUDGETS, at the value the code sets."""
+    import re
+    from pathlib import Path
+    from agentrl.experiments.chapter15.real_model import BUDGETS
+    page = (Path(__file__).resolve().parents[1] / 'docs' / 'real-models.md').read_text()
+    stated = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip('|').split('|')]
+        if len(cells) == 4 and cells[0].startswith('`'):
+            keys = re.findall(r'`(\w+)`', cells[0])
+            values = [v.strip() for v in re.split(r',| x ', cells[2])]
+            assert len(keys) == len(values), line
+            stated.update(zip(keys, values))
+    assert set(stated) == set(BUDGETS)
+    for key, value in BUDGETS.items():
+        assert float(stated[key]) == float(value), (key, stated[key], value)
