@@ -114,6 +114,14 @@ GROUPS = [
      'See [Real models](real-models.md).',
      ['agentrl.policy', 'agentrl.hf', 'agentrl.pretrained', 'agentrl.lora', 'agentrl.precision', 'agentrl.envs.calls'],
      ['Policy', 'HFPolicy', 'ChatRenderer', 'load_pretrained', 'Call', 'Arg', 'describe_calls']),
+    ('Training at scale with TRL',
+     'Any agentrl environment and its tasks as TRL\'s `GRPOTrainer` takes them: `trl_environment` for its '
+     '`environment_factory` (TRL generates, with vLLM on GPUs, and parses the tool calls), `trl_rollout` for its '
+     '`rollout_func` (agentrl\'s engine plays the episodes through any chat template or a word-level vocabulary); '
+     '`trl_monitors` logs the chapter\'s monitors TRL does not. '
+     'Needs the `trl` extra. See [Training at scale with TRL](trl.md).',
+     ['agentrl.trl_bridge'],
+     ['trl_environment', 'trl_rollout', 'trl_monitors']),
 ]
 
 HEADER = """# API reference

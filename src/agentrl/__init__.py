@@ -49,6 +49,7 @@ _LAZY = {
     'NoSignalWarning': 'recipes.outcomes', 'mean_return': 'recipes.outcomes', 'success_rate': 'recipes.outcomes',
     'with_env_workers': 'envs.protocol',
     'Tokenizer': 'tokenizer', 'build_tokenizer': 'tokenizer',
+    'trl_environment': 'trl_bridge', 'trl_monitors': 'trl_bridge', 'trl_rollout': 'trl_bridge',  # TRL's GRPOTrainer: environment_factory, rollout_func
 }
 """Every public name -> the module (relative to the package) that defines it."""
 
