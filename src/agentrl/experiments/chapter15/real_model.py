@@ -20,7 +20,7 @@ ARCHS = ('tiny', 'gpt2', 'llama')
 other ``--policy`` is a pretrained model (a name ``pretrained.NAMES`` knows, a model folder or a ``.gguf`` file)."""
 
 BUDGETS = {
-    'weak_steps': 20, 'sft_steps': 30, 'sft_every': 10, 'cold_start_step': 10, 'sft_batch_size': 8, 'sft_lr': 2e-3,
+    'weak_steps': 20, 'sft_steps': 60, 'sft_every': 10, 'cold_start_step': 20, 'sft_batch_size': 8, 'sft_lr': 1e-3,
     'eval_samples': 2, 'describe_samples': 2,
     'rft_rounds': 3, 'rft_samples': 4, 'rft_steps': 10,
     'dpo_steps': 30, 'dpo_every': 10, 'dpo_lr': 5e-4, 'dpo_batch_size': 8,
