@@ -1,6 +1,12 @@
 """Bad input to the public functions: the right exception type, and a message naming the argument."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -206,3 +212,54 @@ def test_claims_on_a_damaged_results_json_says_to_rerun_not_resume(tmp_path, cap
     err = capsys.readouterr().err
     assert f'{tmp_path / "results.json"} is not a readable results.json' in err and '--resume' not in err
     assert f'run the reproduction again to rewrite it (`agentrl reproduce --out {tmp_path}` writes one)' in err
+
+
+# --- other libraries' games: errors that name the real cause and the keyword that fixes it
+
+def test_a_vocabulary_of_a_game_without_players_asks_for_players_not_env():
+    pytest.importorskip('gem', reason="GEM is not installed: pip install 'agentrl[gem]' (gem-llm)")
+    with pytest.raises(ValueError) as err:
+        arl.build_tokenizer(arl.seed_tasks('mines', range(3)), env=arl.from_gem('game:Minesweeper-v0-easy'))
+    said = str(err.value)
+    assert said.startswith('GemEnv(game:Minesweeper-v0-easy) has no scripted players') and 'pass players=' in said
+    assert 'pass env=' not in said and '\n' not in said
+
+
+def test_a_game_without_a_turn_limit_names_the_keyword_that_works():
+    pytest.importorskip('textarena', reason="TextArena is not installed: pip install 'agentrl[textarena]'")
+    from agentrl.envs import play
+    with pytest.raises(ValueError, match='declares no turn limit of its own') as err:
+        arl.from_textarena('FrozenLake-v0')
+    keyword = re.search(r'pass (\w+)= to from_textarena', str(err.value)).group(1)
+    game = arl.from_textarena('FrozenLake-v0', **{keyword: 2})  # the suggestion, followed
+    calls = iter(['[right]', '[left]'])  # seed 0's lake: right of the start is ice
+    episode = play(game(), arl.SeedTask('lake/0', 0), lambda obs: next(calls, None))
+    assert game().max_turns == 2 and episode.calls == ['[right]', '[left]'] and episode.truncated
+    assert episode.replies[0].startswith('You moved right to position (0, 1).') and episode.info['n_invalid'] == 0
+
+
+DOWNLOADING = [('from_textarena', 'Wordle-v0'), ('from_textarena', 'Hangman-v0'), ('from_gem', 'game:Wordle-v0-easy'),
+               ('from_gem', 'game:Hangman-v0-easy')]
+
+
+def test_a_game_that_downloads_says_so_and_nothing_else_is_printed():
+    """In a fresh process, as a user meets it: NLTK binds its output stream when first imported, which a test's
+    own capture would not see."""
+    pytest.importorskip('gem'), pytest.importorskip('textarena')
+    nltk = pytest.importorskip('nltk')
+    try:
+        nltk.data.find('corpora/words')
+        pytest.skip("NLTK's word list is on this machine: the games build offline here")
+    except LookupError:
+        pass
+    script = ('import agentrl as arl\n'
+              f'for factory, game in {DOWNLOADING!r}:\n'
+              '    try:\n'
+              '        getattr(arl, factory)(game)\n'
+              '    except arl.envs.adapters.OfflineGameError as e:\n'
+              "        print('OfflineGameError', len(str(e).splitlines()))\n")
+    src = str(Path(__file__).resolve().parents[1] / 'src')
+    run = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, 'PYTHONPATH': src})
+    assert run.returncode == 0 and run.stderr == '', run.stderr  # no [nltk_data] lines, nothing else
+    assert run.stdout.splitlines() == ['OfflineGameError 1'] * len(DOWNLOADING)  # each a one-line error

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from .envs.play import episode_texts
+from .envs.protocol import env_attr, env_name
 
 PAD, BOS, STOP, UNK, TOOL, END_TOOL = '<pad>', '<bos>', '<stop>', '<unk>', '<tool>', '</tool>'
 SPECIALS = (PAD, BOS, STOP, UNK, TOOL, END_TOOL)
@@ -94,13 +95,17 @@ def build_tokenizer(tasks=(), texts=(), env=None) -> Tokenizer:
     for task in tasks:
         words.update(getattr(task, 'words', ()))
     if env is not None:
+        if not tuple(env_attr(env, 'scripted_kinds', ('oracle',))) and not (words or texts):
+            raise ValueError(f'{env_name(env)} has no scripted players (its scripted_kinds are empty), so there was no '
+                             'play to take words from: pass players=(kind, seed) -> player to from_gem/from_textarena '
+                             '(or give the environment a scripted_policy), or texts=[...] to build from a corpus')
         texts += episode_texts(tasks, env)
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f'texts must be strings, got {type(text).__name__}')
         words.update(text.split())
     if not words:
-        if tasks:
+        if tasks and env is None:
             raise ValueError(f'the tasks ({type(tasks[0]).__name__}) do not list their words (task.words): pass '
                              'env=YourEnv to play its scripted players, or texts=[...] to build from a corpus')
         raise ValueError('build_tokenizer needs words: tasks that list them, texts, or an env with scripted players')

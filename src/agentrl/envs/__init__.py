@@ -6,7 +6,8 @@
   episode from an ``env=`` factory or Gymnasium id (``make_env_factory``), and the checked
   ``reset`` / ``step`` the rollouts use;
 - ``play``: scripted play as text (no model, no tokens);
-- ``check``: ``check_text_env``, which checks an environment against the protocol;
+- ``check``: ``check_text_env``, which checks an environment against the protocol (and says what it could not
+  check in a ``CheckWarning``);
 - ``bugfix/``: the BugFix gym of chapter 15;
 - ``wiring/``: the Wiring gym, a second one built to tell the chapter's lessons from BugFix's.
 
@@ -17,12 +18,12 @@ renderers take the environment from their caller, by default the Gymnasium id re
 import gymnasium as gym
 
 from .base import InvalidCall, TextEnv
-from .check import check_text_env
+from .check import CheckWarning, check_text_env
 from .play import Episode, episode_texts, oracle_calls, play, scripted_player
 from .protocol import (DEFAULT_ENV, REWARD_MODES, EnvProtocolError, EnvStepError, checked_reset, checked_step,
                        env_attr, env_name, make_env_factory, task_group, task_name)
 
-__all__ = ['DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvStepError', 'InvalidCall', 'TextEnv',
+__all__ = ['CheckWarning', 'DEFAULT_ENV', 'REWARD_MODES', 'Episode', 'EnvProtocolError', 'EnvStepError', 'InvalidCall', 'TextEnv',
            'check_text_env',
            'checked_reset', 'checked_step', 'env_attr', 'env_name', 'episode_texts', 'make_env_factory', 'oracle_calls',
            'play', 'scripted_player', 'task_group', 'task_name']

@@ -24,13 +24,15 @@ from .protocol import DEFAULT_ENV, RETURN_TOL, checked_reset, checked_step, env_
 @dataclass
 class Episode:
     """One episode as text: the prompt, each call, the reply to it (empty when there was none) and the reward its
-    step paid, then the return (the sum of ``rewards``) and the final info."""
+    step paid, then the return (the sum of ``rewards``), the final info, and whether the environment truncated
+    it (cut it off at a budget) rather than ending it."""
     prompt: str
     calls: list = field(default_factory=list)
     replies: list = field(default_factory=list)
     rewards: list = field(default_factory=list)
     reward: float = 0.0
     info: dict = field(default_factory=dict)
+    truncated: bool = False
 
 
 class ScriptedPlayer:
@@ -109,6 +111,7 @@ def play(env, task, player, recorder=None) -> Episode:
         if recorder is not None and obs:
             recorder.reply(obs, ended)
         if ended:
+            episode.truncated = bool(truncated) and not terminated
             break
     episode.reward, episode.info = float(sum(episode.rewards)), info
     return episode

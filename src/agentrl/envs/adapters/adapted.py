@@ -63,6 +63,9 @@ class GameSpec:
     """``checks(game_reward, reply) -> (hidden_pass, public_pass)`` at the end of a game: whether it was won, and
     a weaker check an exploit can pass; with it the environment takes ``reward='public'``, which pays the
     public check (1.0 or 0.0) at the end instead of the game's rewards."""
+    show_suffix: bool = True
+    """GEM: the prompt and every reply end with the game's ``info['suffix']`` (a board game's board), as GEM's
+    ``ObservationWrapper`` shows them; off for a game whose suffix is a fixed line (``gem.FIXED_SUFFIX``)."""
 
     @property
     def title(self) -> str:
@@ -80,7 +83,8 @@ def resolve_spec(library: str, env_id: str, kwargs: dict, defaults: dict, explic
         fields['kinds'] = ('oracle',)
     title = f'{library}:{env_id}'
     if 'max_turns' not in fields:
-        raise ValueError(f'{title} declares no max_turns of its own: pass max_turns= (calls per episode)')
+        raise ValueError(f'{title} declares no turn limit of its own: pass max_calls= to from_{library} (the calls '
+                         "an episode may take, the environment's max_turns), e.g. max_calls=20")
     for name in ('max_turns', 'max_tokens', 'max_call_tokens'):
         value = fields.get(name, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -21,6 +21,7 @@ TextArena seeds Python's global ``random`` in its game state; here it runs on th
 from __future__ import annotations
 
 from .adapted import AdaptedEnv, GameFactory, GameSpec, game_factory, resolve_spec
+from .isolation import held_output
 from .libraries import import_isolated
 from . import mastermind
 
@@ -91,8 +92,9 @@ def from_textarena(env_id: str, *, max_calls: int | None = None, max_tokens: int
     if env_id not in ENV_REGISTRY:
         raise ValueError(f'unknown TextArena environment {env_id!r}; valid ids include '
                          f'{sorted(k for k in ENV_REGISTRY if not k.endswith(("-raw", "-train")))}')
-    probe = TextArenaEnv(GameSpec('textarena', env_id, dict(kwargs), max_tokens=10**9))
-    probe.reset(seed=0)  # a game for several players is refused here
+    with held_output():  # a download's chatter is dropped when the game needs the network
+        probe = TextArenaEnv(GameSpec('textarena', env_id, dict(kwargs), max_tokens=10**9))
+        probe.reset(seed=0)  # a game for several players is refused here
     own = getattr(probe.game, 'max_turns', None)
     allowance = getattr(probe.game.state, 'error_allowance', 1)
     defaults = {'max_turns': (allowance + 1) * (own + 1) if isinstance(own, int) else None,
