@@ -311,7 +311,9 @@ def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=No
     dataset)``: agentrl's engine plays every episode, so any chat template (or a word-level vocabulary) works.
 
     Args:
-        env, tasks, reward: as ``trl_environment``.
+        env: as ``trl_environment``.
+        tasks: as ``trl_environment``.
+        reward: as ``trl_environment``.
         renderer: how episodes become tokens: default ``ChatRenderer(trainer.processing_class)`` (its chat
             template, the calls described, ``readable`` text); ``hf.word_renderer(tok)`` for a word-level policy.
 
