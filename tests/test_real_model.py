@@ -50,8 +50,9 @@ def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_own
 def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tiny_folder, tmp_path, capsys):
     from agentrl.cli import main
     out = tmp_path / 'run'
-    rc = main(['reproduce', '--policy', str(tiny_folder), '--smoke', '--set', 'sft_batch_size=4', '--set', 'rl_tasks=2',
-               '--set', 'rl_group=2', '--set', 'lora_rank=4', '--jobs', '1', '--threads', '1', '--out', str(out)])
+    small = ['sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'weak_steps=2', 'rft_samples=2', 'hack_rounds=1']
+    rc = main(['reproduce', '--policy', str(tiny_folder), '--smoke', *[a for k in small for a in ('--set', k)],
+               '--jobs', '1', '--threads', '1', '--out', str(out)])
     printed = ' '.join(capsys.readouterr().out.split())  # a narrow console wraps lines
     assert rc == 0
     assert 'LoRA rank 4' in (out / 'transcript.txt').read_text().splitlines()[1]
