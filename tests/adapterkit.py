@@ -87,3 +87,14 @@ def assert_turn_rewards(factory, task, player, tok, game_rewards):
     traj = arl.scripted_rollout(player, factory(), task, tok)
     assert traj.turn_rewards == pytest.approx(game_rewards)
     assert traj.reward == pytest.approx(sum(game_rewards))
+
+
+def skip_if_nltk_has_its_words(what: str) -> None:
+    """Skip (saying why) where NLTK's word list is on this machine: there ``what`` builds offline and cannot show
+    the download it needs elsewhere."""
+    nltk = pytest.importorskip('nltk')
+    try:
+        nltk.data.find('corpora/words')
+    except LookupError:
+        return
+    pytest.skip(f"NLTK's word list is on this machine: {what} offline here")

@@ -17,7 +17,7 @@ from agentrl.envs.adapters import OfflineGameError, SeedTask, seed_splits  # noq
 from agentrl.envs.adapters.guess_the_number import call  # noqa: E402
 from agentrl.envs.adapters.isolation import GameRandomness  # noqa: E402
 from adapterkit import (Fixed, assert_isolated, assert_random_agent_runs, assert_reproducible,  # noqa: E402
-                        assert_turn_rewards, turn_rewards)
+                        assert_turn_rewards, skip_if_nltk_has_its_words, turn_rewards)
 
 GAME = 'game:GuessTheNumber-v0-easy'
 FACTORY = arl.from_gem(GAME)
@@ -125,11 +125,6 @@ def test_a_trajectory_keeps_every_steps_reward():
 def test_unknown_ids_and_games_that_download_are_refused_with_a_message():
     with pytest.raises(ValueError, match='valid game ids include'):
         arl.from_gem('game:GuessTheNumbr-v0')
-    nltk = pytest.importorskip('nltk')
-    try:
-        nltk.data.find('corpora/words')
-        pytest.skip("NLTK's word list is on this machine: Wordle builds offline here")
-    except LookupError:
-        pass
+    skip_if_nltk_has_its_words('Wordle builds')
     with pytest.raises(OfflineGameError, match='needs data from the network'):
         arl.from_gem('game:Wordle-v0-easy')

@@ -14,7 +14,7 @@ pytest.importorskip('transformers')
 import agentrl as arl  # noqa: E402
 from agentrl.pretrained import SMOLLM2_INSTALL, PretrainedError, load_pretrained, smollm2_file  # noqa: E402
 
-from hfkit import bpe_tokenizer  # noqa: E402
+from hfkit import bpe_tokenizer, tiny_llama_folder  # noqa: E402
 
 TRAIN = arl.make_tasks('train')
 
@@ -31,15 +31,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope='module')
 def tiny_folder(tmp_path_factory):
     """A random Llama saved as a model folder with its ChatML tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-    tk = bpe_tokenizer('chatml')
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tk), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    folder = tmp_path_factory.mktemp('tiny-llama')
-    LlamaForCausalLM(cfg).save_pretrained(str(folder))
-    tk.save_pretrained(str(folder))
-    return folder
+    return tiny_llama_folder(tmp_path_factory.mktemp('tiny-llama'), max_positions=512)
 
 
 def test_a_gguf_file_loads_converts_once_and_renders_with_its_template(tmp_path, cache):

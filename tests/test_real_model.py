@@ -14,20 +14,13 @@ pytest.importorskip('peft', reason="LoRA needs peft (pip install -e '.[pretraine
 import agentrl as arl  # noqa: E402
 from agentrl.pretrained import load_pretrained  # noqa: E402
 
-from hfkit import bpe_tokenizer  # noqa: E402
+from hfkit import tiny_llama_folder  # noqa: E402
 
 
 @pytest.fixture(scope='module')
 def tiny_folder(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    tk = bpe_tokenizer('chatml')
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tk), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
-    folder = tmp_path_factory.mktemp('tiny-llama')
-    LlamaForCausalLM(cfg).save_pretrained(str(folder))
-    tk.save_pretrained(str(folder))
-    return folder
+    """A random Llama saved as a model folder with its ChatML tokenizer."""
+    return tiny_llama_folder(tmp_path_factory.mktemp('tiny-llama'), max_positions=1024)
 
 
 def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_owns_its_own(tiny_folder):
