@@ -166,7 +166,7 @@ def test_search_works_over_http_and_is_hidden_when_opened_as_files(browser, site
     page.goto(f'{served}/index.html')
     page.click('.md-search__input')
     page.fill('.md-search__input', 'check_text_env')
-    page.wait_for_selector('.md-search-result__item', timeout=60_000)  # the search worker builds its index first: slow on a loaded machine
+    page.wait_for_selector('.md-search-result__item', timeout=120_000)  # the search worker builds its index first: slow on a loaded machine
     hits = page.locator('.md-search-result__item').all_inner_texts()
     page.close()
     assert any('check_text_env' in h for h in hits), hits
