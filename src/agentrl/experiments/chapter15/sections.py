@@ -28,6 +28,8 @@ from ...rollout import scripted_rollout
 from ...trajio import load_trajectories, save_trajectories
 from .probes import probe_labels
 
+GRAD_ROWS = 8
+"""Episodes per chunk of 15.3's policy-gradient computation on a pretrained model (``Sections.s15_3``)."""
 KEPT_ROUND2 = 'rft_round2_kept.json'
 """The episodes file (in ``episodes/``) of expert iteration's round 2's kept episodes: 15.3 writes it, 15.6
 deduplicates it. Rounds are numbered from 1 wherever people read them (transcript, report, figures, files)."""
@@ -121,15 +123,26 @@ class Sections:
         if kept:
             b_all, b_kept = collate(sample, tok.pad_id), collate(kept, tok.pad_id)
             mask = b_all['action_mask']  # [B, T-1]
-            logp = sequence_log_probs(weak, b_all['ids'], b_all['lengths'], mask=mask)  # [B, T-1]
             # the 0/1 policy gradient weighs each episode by whether the filter keeps it (its reward, in the chapter)
             rewards = torch.tensor([float(is_success(t)) for t in sample])[:, None]  # [B, 1]
-            g_pg = flat_grad(-(rewards * logp * mask).sum() / mask.sum(), weak)
+            # a pretrained model's graph over every episode at once does not fit in memory: its rows go by chunks,
+            # and the gradient, a sum over rows, is summed over them (the TinyAgent's: one chunk, as the chapter)
+            chunk = GRAD_ROWS if self.pretrained else len(sample)
+
+            def pg_grad(weights):  # d/dw of -(weights * logp * mask).sum() / mask.sum(), weights [B, 1]
+                parts = []
+                for i in range(0, len(sample), chunk):
+                    rows = slice(i, i + chunk)
+                    logp = sequence_log_probs(weak, b_all['ids'][rows], b_all['lengths'][rows], mask=mask[rows])  # [b, T-1]
+                    parts.append(flat_grad(-(weights[rows] * logp * mask[rows]).sum() / mask.sum(), weak))
+                return parts[0] if len(parts) == 1 else torch.stack(parts).sum(0)
+
+            g_pg = pg_grad(rewards)
             g_rft = flat_grad(sft_loss(weak, b_kept), weak)
             scale = (b_kept['action_mask'].sum() / mask.sum()).item()
             gap = (g_pg - scale * g_rft).abs().max().item()
             self._say(f'kept {len(kept)} of {len(sample)} | token ratio {scale:.4f} | max |g_pg - ratio * g_rft| = {gap:.1e}', '15.3')
-            g_base = flat_grad(-((rewards - rewards.mean()) * logp * mask).sum() / mask.sum(), weak)
+            g_base = pg_grad(rewards - rewards.mean())
             cosine = F.cosine_similarity(g_base, g_rft, 0).item()
             self._say(f'cosine(baseline PG, RFT) = {cosine:.3f}', '15.3')
         else:
