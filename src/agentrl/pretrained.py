@@ -54,7 +54,8 @@ def smollm2_file() -> Path:
     return path
 
 
-def _needs(*modules: str) -> None:
+def needs(*modules: str) -> None:
+    """PretrainedError naming the extra's install command when one of ``modules`` is not installed."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise PretrainedError(f"loading a pretrained model needs {', '.join(missing)}; install with: {EXTRA_INSTALL}")
@@ -95,7 +96,7 @@ def converted(path: Path, quiet: bool = False) -> Path:
     folder = cache_dir() / 'models' / f'{path.stem}-{key}'
     if (folder / 'config.json').is_file():
         return folder
-    _needs('transformers', 'gguf', 'accelerate')
+    needs('transformers', 'gguf', 'accelerate')
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     arch = gguf_architecture(path)
     if arch not in GGUF_SUPPORTED_ARCHITECTURES:
@@ -135,7 +136,7 @@ def load_pretrained(source, dtype: str = 'auto', device: str = 'auto', lora_rank
     by ``seed``). The policy records ``source``, so a checkpoint of its adapters rebuilds it."""
     from .precision import resolve
     path = resolve_source(source)
-    _needs('transformers', *(('peft',) if lora_rank else ()))
+    needs('transformers', *(('peft',) if lora_rank else ()))
     if path.is_file():
         path = converted(path, quiet=quiet)
     precision = resolve(dtype, device)

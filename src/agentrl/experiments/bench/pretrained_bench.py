@@ -24,8 +24,8 @@ import torch.nn.functional as F
 
 from ...recipes.sft import sft_train
 from ...render import collate
-from ...rollout import rollout_batch, scripted_rollout
-from .hf_loop import CHAPTER, generate_loop_rollout
+from ...rollout import scripted_rollout
+from .hf_loop import CHAPTER, bench_engine_vs_generate
 from .timing import pair_ratio, timed_interleaved
 
 
@@ -85,13 +85,8 @@ def run(source: str = 'smollm2', repeats: int = 3, episodes_per_task: int = 2, s
     tasks = [t for t in train for _ in range(episodes_per_task)]
 
     log(f'(1) {len(tasks)} episodes: our lockstep engine vs one batched generate per turn, x (1 + {repeats}) each')
-    s1 = timed_interleaved({
-        'engine': lambda: rollout_batch(policy, [CHAPTER.make() for _ in tasks], tasks, tok,
-                                        generator=torch.Generator().manual_seed(0)),
-        'generate_loop': lambda: generate_loop_rollout(policy, [CHAPTER.make() for _ in tasks], tasks, tok, seed=0)},
-        repeats)
-    ours, theirs = s1['out']['engine'], s1['out']['generate_loop']
-    engine = pair_ratio(s1, 'generate_loop', 'engine', len(ours) / len(theirs))
+    loop = bench_engine_vs_generate(policy, tasks, tok, repeats)
+    ours = loop['engine']
 
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(len(demos), (sft_batch,), generator=g).tolist()
@@ -105,29 +100,22 @@ def run(source: str = 'smollm2', repeats: int = 3, episodes_per_task: int = 2, s
     other = 'fp32' if policy.precision.dtype == 'bf16' else 'bf16'
     log(f'(3) the SFT step and a decoding step ({len(tasks)} rows): {policy.precision.dtype} vs {other}')
     twin = load_pretrained(source, dtype=other, device=policy.precision.device, lora_rank=lora_rank, quiet=True)
-    prompt_len = round(sum(len(t) for t in ours) / len(ours))
+    prompt_len = round(ours['mean_tokens'])
     s3 = timed_interleaved({policy.precision.dtype: ours_step_fn(policy, step_trajs, tok, lr),
                             other: ours_step_fn(twin, step_trajs, tok, lr)}, repeats)
     dec = {name: decode_step_fn(p, len(tasks), prompt_len) for name, p in ((policy.precision.dtype, policy), (other, twin))}
     decode = {name: sorted(fn() for _ in range(repeats + 1))[1:] for name, fn in dec.items()}  # a warm-up dropped
     decode_median = {name: sorted(v)[len(v) // 2] for name, v in decode.items()}
 
-    def rollout_stats(trajs, name):
-        sec = s1['median'][name]
-        return {'seconds': sec, 'episodes': len(trajs), 'episodes_per_s': len(trajs) / sec,
-                'mean_tokens': sum(len(t) for t in trajs) / len(trajs),
-                'mean_turns': sum(len(t.info['actions']) for t in trajs) / len(trajs),
-                'pass_rate': sum(t.reward for t in trajs) / len(trajs)}
-
     return {
         'policy': repr(policy), 'source': source, 'precision': str(policy.precision),
-        'engine_vs_generate_loop': engine['median'], 'sft_step_vs_bare': sft_vs_bare['median'],
+        'engine_vs_generate_loop': loop['ratio'], 'sft_step_vs_bare': sft_vs_bare['median'],
         'bf16_vs_fp32_sft_step': (s3['median']['fp32'] / s3['median']['bf16']),
         'bf16_vs_fp32_decode_step': decode_median['fp32'] / decode_median['bf16'],
-        'engine': rollout_stats(ours, 'engine'), 'generate_loop': rollout_stats(theirs, 'generate_loop'),
+        'engine': loop['engine'], 'generate_loop': loop['generate_loop'],
         'sft_step_seconds': {'ours': s2['median']['ours'], 'bare': s2['median']['bare']},
         'precision_sft_step_seconds': s3['median'], 'decode_step_seconds': decode_median,
-        'ratios': {'engine_vs_generate_loop': engine, 'sft_step_vs_bare': sft_vs_bare,
+        'ratios': {'engine_vs_generate_loop': loop['ratios']['hf_engine_vs_generate_loop'], 'sft_step_vs_bare': sft_vs_bare,
                    'bf16_vs_fp32_sft_step': pair_ratio(s3, 'fp32', 'bf16')},
         'settings': {'repeats': repeats, 'episodes': len(tasks), 'sft_steps': sft_steps, 'sft_batch': sft_batch,
                      'lora_rank': lora_rank, 'lr': lr, 'threads': torch.get_num_threads(), 'setup_seconds': setup_s},

@@ -43,10 +43,10 @@ def check_policy(policy: str) -> None:
     pretrained ``policy`` that cannot be loaded; checked before any work."""
     if not is_pretrained(policy):
         return
-    from ...pretrained import PretrainedError, _needs, resolve_source
+    from ...pretrained import PretrainedError, needs, resolve_source
     try:
         resolve_source(policy)
-        _needs('transformers', 'peft')
+        needs('transformers', 'peft')
     except PretrainedError as e:
         raise ValueError(f'--policy {policy}: {e}') from None
 
