@@ -93,6 +93,49 @@ def test_masked_log_probs_equal_the_full_forward_at_the_mask_values_and_gradient
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_masked) if a is not None)
 
 
+def test_the_columns_every_row_shares_run_once_with_the_same_values_and_gradients(tiny_folder):
+    policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu', lora_rank=4)
+    renderer = policy.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:4]]
+    batch = arl.collate(demos, renderer.pad_id)
+    from agentrl.hf import shared_columns
+    assert shared_columns(batch['ids']) >= policy.shared_prefix  # the system message: the calls described
+    trained = [p for p in policy.parameters() if p.requires_grad]
+    with torch.no_grad():
+        for p in trained:
+            p.add_(0.05 * torch.randn_like(p))  # the adapters' B matrices start at 0: make them matter
+    out = {}
+    for share in (policy.shared_prefix, 10 ** 9):  # shared, and every row run in full
+        policy.shared_prefix = share
+        loss = arl.sft_loss(policy, batch)
+        out[share] = (loss.detach(), torch.autograd.grad(loss, trained))
+    (l_a, g_a), (l_b, g_b) = out.values()
+    assert torch.allclose(l_a, l_b, atol=1e-6) and all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_a, g_b))
+    # a rollout's prefill: the prompts' common start fed once, then each row's own tokens -> the logits of a full run
+    from agentrl.rollout import _CachedDecoder
+    prompts = [renderer.new_episode(arl.BugFixEnv()).prompt(t.prompt) for t in TRAIN[:3]]
+    logits = {}
+    for share in (8, 10 ** 9):
+        policy.shared_prefix = share
+        decoder = _CachedDecoder(policy, len(prompts))
+        with torch.no_grad():
+            logits[share] = decoder.feed([list(p) for p in prompts])
+        assert (decoder.cache.lengths == torch.tensor([len(p) for p in prompts])).all()
+    assert torch.allclose(logits[8], logits[10 ** 9], atol=1e-5)
+
+
+def test_frozen_weights_under_bf16_are_stored_as_autocast_rounds_them_with_the_same_logits(tiny_folder):
+    lora = load_pretrained(tiny_folder, dtype='bf16', device='cpu', lora_rank=4)  # adapters start at 0: the same function
+    full = load_pretrained(tiny_folder, dtype='bf16', device='cpu')  # every weight trains: float32 master weights
+    q = lambda p: p.model.get_submodule('model.layers.0.self_attn.q_proj')  # noqa: E731
+    assert q(lora).base_layer.weight.dtype == torch.bfloat16 and q(full).weight.dtype == torch.float32
+    assert lora.model.get_input_embeddings().weight.dtype == torch.float32  # the residual stream stays float32
+    ids = torch.randint(lora.vocab_size, (3, 40))
+    with torch.no_grad():
+        assert torch.equal(lora(ids), full(ids))
+    assert lora.model.config._attn_implementation == 'eager'  # the CPU's (pretrained.ATTENTION)
+
+
 def test_bf16_autocast_stays_close_to_fp32(tiny_folder):
     fp32 = load_pretrained(tiny_folder, dtype='fp32', device='cpu')
     bf16 = load_pretrained(tiny_folder, dtype='bf16', device='cpu')

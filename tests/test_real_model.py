@@ -64,6 +64,13 @@ def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tin
     model = arl.load_model(out / 'checkpoints' / 'sft_step60.safetensors')
     assert model.lora is not None and model.lora.rank == 4
     assert (out / 'report.md').exists() and list(out.glob('fig15_*.png'))
+    # an exercise from that run takes its policy (and refuses another)
+    sets = ['--smoke', *[a for k in small for a in ('--set', k)]]
+    rc = main(['exercise', '1', '--from', str(out), *sets, '--quiet', '--out', str(tmp_path / 'ex1')])
+    assert rc == 0 and 'answers' in json.loads((tmp_path / 'ex1' / 'results.json').read_text())
+    capsys.readouterr()
+    rc = main(['exercise', '1', '--from', str(out), '--policy', 'tiny', *sets, '--out', str(tmp_path / 'ex1b')])
+    assert rc == 2 and f'ran with --policy {tiny_folder}, not tiny' in capsys.readouterr().err
 
 
 def test_a_policy_that_cannot_be_loaded_is_refused_in_one_line_before_any_work(tmp_path, capsys):
@@ -81,8 +88,8 @@ def test_the_pretrained_budgets_are_the_presets_and_any_setting_wins_over_them()
     config, _ = resolve(env=env, policy='smollm2')
     assert all(getattr(config, k) == v for k, v in BUDGETS.items())
     assert budget_name(vars(config), env, 'smollm2') == 'chapter' and budget_name(vars(config), env) == 'custom'
-    config, overrides = resolve(sets=['sft_steps=40', 'lora_rank=0'], env=env, policy='smollm2')
-    assert config.sft_steps == 40 and config.lora_rank == 0 and config.weak_steps == BUDGETS['weak_steps']
+    config, overrides = resolve(sets=['sft_steps=30', 'lora_rank=0'], env=env, policy='smollm2')
+    assert config.sft_steps == 30 and config.lora_rank == 0 and config.weak_steps == BUDGETS['weak_steps']
     tiny, _ = resolve(env=env)
     assert tiny.sft_steps == 60 and tiny.sft_lr == 3e-3  # the TinyAgent's chapter is untouched
 

@@ -95,9 +95,9 @@ def load_model(path, tok=None):
         words = tok is not None and raw.get('source') is None and hasattr(tok, 'token_to_id')
         base = None
         if raw.get('source') is not None and raw.get('lora'):  # the adapters' base, built again from its source
-            from .pretrained import load_pretrained
+            from .pretrained import frozen_base
             dtype, device = raw.get('precision', ('fp32', 'cpu'))
-            base = load_pretrained(raw['source'], dtype=dtype, device=device, quiet=True)
+            base = frozen_base(raw['source'], dtype=dtype, device=device, quiet=True)
         model = HFPolicy.from_checkpoint_config(raw, word_tokenizer(tok) if words else None, base=base)
         _check_finite(path, tensors)
         try:

@@ -105,6 +105,16 @@ def make_policy(arch: str, tok, d_model: int = 96, n_layers: int = 2, n_heads: i
     return HFPolicy.from_config(cfg, word_tokenizer(tok), attn=attn)
 
 
+SHARED_PREFIX = 32
+"""``HFPolicy.shared_prefix``'s default: a chat template's system message is longer, a word-level prompt shorter."""
+
+
+def shared_columns(ids: torch.Tensor) -> int:
+    """How many columns from the start every row of ``ids`` (B, T) holds the same token in."""
+    differs = (ids != ids[:1]).any(0)  # (T,)
+    return int(differs.float().argmax()) if bool(differs.any()) else ids.shape[1]
+
+
 class HFCache:
     """The key/value cache of one ``HFPolicy`` batch: the model's cache (``hf_cache.growing_cache``), a 2-D mask over its
     slots (``mask[b, s] = 1`` where slot ``s`` holds a real token of row ``b``) and each row's length."""
@@ -147,6 +157,9 @@ class HFPolicy(nn.Module):
         self.max_positions = int(getattr(cfg, 'max_position_embeddings', None) or getattr(cfg, 'n_positions', 1 << 30))
         params = inspect.signature(model.base_model.forward).parameters
         self._cache_kw = 'cache' if 'cache' in params else 'past_key_values'
+        self.shared_prefix = SHARED_PREFIX
+        """Columns all rows of a batch must share from the start for them to run once (``_hidden``,
+        ``prefill_shared``); a larger value than any sequence switches the sharing off."""
 
     # --- construction
     @classmethod
@@ -230,12 +243,29 @@ class HFPolicy(nn.Module):
             raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
 
     def _hidden(self, ids):
-        """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast."""
+        """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast.
+
+        The columns every row shares from the start (a chat template's system message: the environment's calls,
+        half of an episode's tokens) run once, as one row, when there are at least ``shared_prefix`` of them; the rows
+        then attend to that one copy's keys and values. The same function of the ids (a causal model's prefix does
+        not see what follows), its floats rounded in another order."""
         ids = ids.to(self.device)
+        B, T = ids.shape
+        L = shared_columns(ids) if B > 1 else 0
         # an all-ones mask: every token is real (right padding is harmless to a causal model), which
         # transformers turns back into plain causal attention
         with self.precision.autocast():
-            return self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)[0]
+            if L < self.shared_prefix or L >= T:
+                return self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)[0]
+            from transformers.cache_utils import DynamicCache
+            kv = DynamicCache()
+            first = self.model.base_model(input_ids=ids[:1, :L], use_cache=True, **{self._cache_kw: kv})
+            for layer in kv.layers:  # one row's keys and values, seen by every row (a view: gradients sum over rows)
+                layer.keys, layer.values = layer.keys.expand(B, -1, -1, -1), layer.values.expand(B, -1, -1, -1)
+            rest = self.model.base_model(input_ids=ids[:, L:], attention_mask=torch.ones_like(ids),
+                                         position_ids=torch.arange(L, T, device=ids.device).expand(B, -1),
+                                         use_cache=True, **{self._cache_kw: kv})[0]  # (B, T-L, d)
+            return torch.cat([first[0].expand(B, -1, -1), rest], dim=1)  # (B, T, d)
 
     def _head(self, h):
         """hidden states (..., d) -> logits (..., V) in float32."""
@@ -251,17 +281,23 @@ class HFPolicy(nn.Module):
         self._check_ids(ids)
         return self._head(self._hidden(ids)).cpu()
 
+    def masked_logits(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None) -> torch.Tensor:
+        """Next-token logits where ``mask`` (B, T-1) is non-zero -> (n, V) in float32 on the policy's device, in row-major
+        order of those positions. The output layer (49,152 words for SmolLM2) runs only there: at the policy's tokens,
+        a sixth of an episode's."""
+        self._check_ids(ids)
+        h = self._hidden(ids)[:, :-1]  # (B, T-1, d)
+        return self._head(h[(mask != 0).to(self.device)])  # (n, V)
+
     def masked_log_probs(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None) -> torch.Tensor:
         """``sequence_log_probs`` where ``mask`` (B, T-1) is non-zero, 0 elsewhere -> (B, T-1) on the CPU.
 
-        The output layer and its softmax (49,152 words for SmolLM2) run only at those positions, the policy's tokens
-        in a recipe's loss: a sixth of an episode's, where the plain forward computes them all. The same values as
-        ``sequence_log_probs`` there (the same operations on the same hidden states)."""
-        self._check_ids(ids)
+        The output layer and its softmax run only at those positions (``masked_logits``), the policy's tokens in a
+        recipe's loss, where the plain forward computes them all. The same values as ``sequence_log_probs`` there
+        (the same operations on the same hidden states)."""
         B, T = ids.shape
-        h = self._hidden(ids)[:, :-1]  # (B, T-1, d)
         where = (mask != 0).to(self.device)  # (B, T-1)
-        logits = self._head(h[where])  # (n, V) at the masked positions only
+        logits = self.masked_logits(ids, mask, lengths)  # (n, V) at the masked positions only
         targets = ids[:, 1:].to(self.device)[where]  # (n,)
         logp = -F.cross_entropy(logits, targets, reduction='none')  # (n,)
         out = torch.zeros(B, T - 1, device=self.device, dtype=logp.dtype)
@@ -272,6 +308,33 @@ class HFPolicy(nn.Module):
         """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature)."""
         from .hf_cache import growing_cache
         return HFCache(growing_cache(), batch, self.device)
+
+    def prefill_shared(self, chunks, cache: HFCache) -> int:
+        """Feed the tokens that every row's first chunk starts with (a chat template's system message) into the empty
+        ``cache`` once, as one row, and give every row a copy of their keys and values -> how many tokens each row
+        has been fed (0, and nothing done, when fewer than ``shared_prefix``). Every row keeps at least its last token
+        for ``forward_cached``, whose logits are its first call's. The same function of the ids as feeding every row
+        (``_hidden`` shares columns the same way); the lockstep rollout calls it before its first ``forward_cached``."""
+        B = len(chunks)
+        if B < 2 or cache.mask.shape[1]:
+            return 0
+        first, most = chunks[0], min(len(c) for c in chunks) - 1
+        L = 0
+        while L < most and all(c[L] == first[L] for c in chunks):
+            L += 1
+        if L < self.shared_prefix:
+            return 0
+        dev = self.device
+        ids = torch.tensor([first[:L]], dtype=torch.long, device=dev)  # (1, L)
+        with self.precision.autocast():
+            self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                  position_ids=torch.arange(L, device=dev)[None], use_cache=True,
+                                  **{self._cache_kw: cache.kv})
+        for layer in cache.kv.layers:
+            layer.repeat_rows(B)
+        cache.mask = torch.ones(B, L, dtype=torch.long, device=dev)  # (B, L)
+        cache.lengths = torch.full((B,), L, dtype=torch.long, device=dev)
+        return L
 
     def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: HFCache) -> torch.Tensor:
         """Feed a chunk through the cache -> logits (B, V) in float32 on the CPU at each row's last new token.

@@ -40,6 +40,12 @@ class GrowingLayer(DynamicLayer):
         self.n += C
         return self.keys[..., :self.n, :], self.values[..., :self.n, :]
 
+    def repeat_rows(self, batch: int):
+        """One row's keys and values (a shared prefix, ``HFPolicy.prefill_shared``) copied into ``batch`` rows."""
+        if self.keys is not None:
+            self.keys = self.keys.expand(batch, -1, -1, -1).contiguous()  # (B, h, cap, d)
+            self.values = self.values.expand(batch, -1, -1, -1).contiguous()
+
     def get_mask_sizes(self, query_length: int):
         return self.n + query_length, 0
 

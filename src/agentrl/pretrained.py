@@ -134,33 +134,52 @@ def load_pretrained(source, dtype: str = 'auto', device: str = 'auto', lora_rank
     ``dtype`` / ``device``: ``precision.resolve``'s (``'auto'``: bf16 where the hardware multiplies it natively).
     ``lora_rank`` > 0 freezes the weights and trains LoRA adapters of that rank instead (``lora.add_lora``, seeded
     by ``seed``). The policy records ``source``, so a checkpoint of its adapters rebuilds it."""
+    needs('transformers', *(('peft',) if lora_rank else ()))
+    if lora_rank:  # a copy that shares the frozen weights (HFPolicy.__deepcopy__), adapters on top
+        policy = frozen_base(source, dtype, device, quiet)
+        policy.add_lora(lora_rank, lora_alpha, seed)
+        return policy
+    base = _loaded(source, dtype, device, quiet, frozen=False)  # every weight trains: its own copy of them
+    from .hf import HFPolicy
+    return HFPolicy(copy.deepcopy(base.model).requires_grad_(True), base.tokenizer, base.precision, source=base.source)
+
+
+def frozen_base(source, dtype: str = 'auto', device: str = 'auto', quiet: bool = False):
+    """The pretrained model with every weight frozen, sharing them with every other frozen copy in this process: what
+    LoRA adapters go on (``load_pretrained``, and ``checkpoint.load_model`` for a checkpoint of adapters)."""
+    return copy.deepcopy(_loaded(source, dtype, device, quiet, frozen=True))
+
+
+_LOADED = {}
+"""(model folder, dtype, device, frozen) -> the pretrained policy as first loaded in this process, frozen: every later
+load shares its weights (a LoRA policy) or copies them (full fine-tuning) instead of reading them again. No recipe
+changes a frozen weight, so a chapter run holds one copy of the model however many policies it trains."""
+
+
+def _loaded(source, dtype: str, device: str, quiet: bool, frozen: bool):
     from .precision import resolve
     path = resolve_source(source)
-    needs('transformers', *(('peft',) if lora_rank else ()))
     if path.is_file():
         path = converted(path, quiet=quiet)
     precision = resolve(dtype, device)
     name = SMOLLM2 if str(source) == SMOLLM2 else str(Path(source).expanduser().resolve())
-    key = (str(path.resolve()), precision.dtype, precision.device)
+    key = (str(path.resolve()), precision.dtype, precision.device, frozen)
     if key not in _LOADED:
-        _LOADED[key] = _frozen(path, precision, name)
-    if lora_rank:  # a copy that shares the frozen weights (HFPolicy.__deepcopy__), adapters on top
-        policy = copy.deepcopy(_LOADED[key])
-        policy.add_lora(lora_rank, lora_alpha, seed)
-    else:  # every weight trains: its own copy of them
-        base = _LOADED[key]
-        from .hf import HFPolicy
-        policy = HFPolicy(copy.deepcopy(base.model).requires_grad_(True), base.tokenizer, precision, source=name)
-    return policy
+        _LOADED[key] = _read(path, precision, name, frozen)
+    return _LOADED[key]
 
 
-_LOADED = {}
-"""(model folder, dtype, device) -> the pretrained policy as first loaded in this process, frozen: every later load
-shares its weights (a LoRA policy) or copies them (full fine-tuning) instead of reading them again. No recipe
-changes a frozen weight, so a chapter run holds one copy of the model however many policies it trains."""
+ATTENTION = {'cpu': 'eager', 'cuda': 'sdpa'}
+"""The attention each device runs: on the CPU, ``torch``'s fused attention took 40% of a decoding step of SmolLM2 over
+a batch of 40 rows, where the plain matrix products take a fraction of it (``docs/real-models.md``)."""
 
 
-def _frozen(path: Path, precision, name: str):
+def _read(path: Path, precision, name: str, frozen: bool):
+    """The model folder at ``path``, every weight frozen. ``frozen`` (no weight will ever train, only adapters on top)
+    under bf16 autocast: the linear layers' weights are kept in bfloat16, the values autocast would round them to at
+    every call (the same logits, without converting 135 M weights at each forward); the embeddings, norms and a head
+    tied to the embeddings stay in float32, as autocast uses them."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .hf import HFPolicy
@@ -168,8 +187,14 @@ def _frozen(path: Path, precision, name: str):
     hf_logging.disable_progress_bar()  # a bar for a second's read of a local folder is noise
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32')
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype='float32',
+                                                     attn_implementation=ATTENTION[precision.device])
     finally:
         hf_logging.enable_progress_bar()
     model.eval().requires_grad_(False)
+    if frozen and precision.dtype == 'bf16':
+        embedding = model.get_input_embeddings().weight
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.weight is not embedding:
+                module.weight.data = module.weight.data.to(torch.bfloat16)
     return HFPolicy(model, tokenizer, precision, source=name)

@@ -49,9 +49,15 @@ class _CachedDecoder:
 
     def __init__(self, model, batch):
         self.model, self.cache = model, model.new_cache(batch)
+        self.fed = False
 
     def feed(self, chunks):
         """chunks: one list of new token ids per row (may be empty) -> logits (B, V) after each row's last."""
+        if not self.fed:  # a policy that can runs the prompts' common start once (``HFPolicy.prefill_shared``)
+            self.fed = True
+            share = getattr(self.model, 'prefill_shared', None)
+            done = share(chunks, self.cache) if share is not None else 0
+            chunks = [c[done:] for c in chunks]
         n_new = torch.tensor([len(c) for c in chunks])
         C = max(int(n_new.max()), 1)
         ids = torch.tensor([c + [0] * (C - len(c)) for c in chunks], dtype=torch.long)  # (B, C), padded with 0

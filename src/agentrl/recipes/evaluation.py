@@ -55,7 +55,10 @@ def family_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict
 def action_entropy(model, batch) -> float:
     """Mean next-token entropy over action tokens of a collate batch -> float (section 15.2)."""
     with torch.no_grad():
-        lengths = batch.get('lengths')
+        lengths, mask = batch.get('lengths'), batch['action_mask']
+        if hasattr(model, 'masked_logits'):  # a policy that computes its output layer only where asked (hf.HFPolicy)
+            ent = entropy_from_logits(model.masked_logits(batch['ids'], mask, lengths)).cpu()  # [n]
+            return ((ent * mask[mask != 0]).sum() / mask.sum()).item()
         logits = model(batch['ids']) if lengths is None else model(batch['ids'], lengths=lengths)  # [B, T, V]
         ent = entropy_from_logits(logits[:, :-1])  # [B, T-1]
     return ((ent * batch['action_mask']).sum() / batch['action_mask'].sum()).item()

@@ -52,12 +52,15 @@ def start_workers(args) -> int:
     beside this process's own imports; this process's torch threads are set to match the workers'."""
     from ..workers import usable_cores
     from .parallel import prestart, worker_threads
+    from .real_model import is_pretrained
     jobs = args.jobs or usable_cores()
     if jobs > 1:
         prestart()
     # with workers, 15.1 and 15.2 run on the workers' thread count too: every section on the same count, so the
-    # figures equal --jobs 1 at that count (and, at 1 thread, the seed's row of `agentrl sweep`)
-    threads = args.threads or (worker_threads(jobs) if jobs > 1 else 0)
+    # figures equal --jobs 1 at that count (and, at 1 thread, the seed's row of `agentrl sweep`). A pretrained
+    # model's 15.2 is most of a run's time, with nothing beside it: it takes every core (its figures are not the
+    # bands', and the provenance records the count)
+    threads = args.threads or (worker_threads(jobs) if jobs > 1 and not is_pretrained(args.policy) else 0)
     if threads:
         import torch
         torch.set_num_threads(threads)
@@ -82,8 +85,10 @@ def announce(console, args, run, overrides: dict, jobs: int) -> None:
             ', '.join(f'{k}={v}' for k, v in overrides.items()))
     if jobs > 1:
         k = run.worker_threads
-        say(f'--jobs {jobs}: 15.1 and 15.2 here, then the later sections in up to {jobs} worker processes, '
-            f'{k} torch thread{"s" if k > 1 else ""} each')
+        import torch
+        here = torch.get_num_threads()
+        say(f'--jobs {jobs}: 15.1 and 15.2 here ({here} torch thread{"s" if here > 1 else ""}), then the later '
+            f'sections in up to {jobs} worker processes, {k} torch thread{"s" if k > 1 else ""} each')
     if run.logdir is not None:
         from ...loggers import tensorboard_available
         from ...loggers.tensorboard import INSTALL

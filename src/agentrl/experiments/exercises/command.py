@@ -54,7 +54,13 @@ def main(args) -> int:
             from .seeds import sweep_env
             env = env or sweep_env(args.source)
         env = env or DEFAULT
-        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(env))
+        if args.policy is None and args.source is not None:  # the --from run's (a sweep's: its first seed's)
+            from .seeds import source_policy
+            args.policy = source_policy(args.source, args.seeds)
+        args.policy = args.policy or 'tiny'
+        from ..chapter15.real_model import check_policy
+        check_policy(args.policy)
+        config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(env), policy=args.policy)
     except ValueError as e:
         return error(e)
     out = Path(args.out or default_out(spec.number, env, args.seeds))
@@ -76,7 +82,7 @@ def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     t0 = time.perf_counter()
     try:
         run = ExerciseRun(spec.number, out, seed=args.seed, env=env, config=config, overrides=overrides,
-                          source=args.source, resume=args.resume, log=say)
+                          source=args.source, resume=args.resume, log=say, policy=args.policy)
     except ValueError as e:
         return error(e)
     console.print(f'[bold]Exercise {spec.number}: {spec.title}[/bold] ({run.env.title}, seed {run.seed}'
@@ -129,6 +135,9 @@ def add_parser(sub):
                    "the same figures as a sweep's seed folder)")
     p.add_argument('--workers', type=int, default=None, help='with --seeds: seeds run at once (default: the usable cores)')
     p.add_argument('--quiet', action='store_true', help="don't echo the exercise's lines")
+    p.add_argument('--policy', default=None, metavar='POLICY',
+                   help="the chapter's policy, as agentrl reproduce --policy: the TinyAgent, or a pretrained model "
+                   "('smollm2', a model folder, a .gguf file) with its own budgets (default: --from's, else the TinyAgent)")
     p.add_argument('--smoke', action='store_true', help="the chapter's tiny smoke budget (for testing; answers meaningless)")
     add_setting_args(p)
     p.set_defaults(func=main)

@@ -43,7 +43,8 @@ TOLERANCE = 1e-6
 
 def flat_grad(loss, model) -> torch.Tensor:
     """The gradient of ``loss`` over every parameter, flattened -> [P]."""
-    return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)])
+    trained = [p for p in model.parameters() if p.requires_grad]  # a LoRA policy's adapters; the TinyAgent's every weight
+    return torch.cat([g.flatten() for g in torch.autograd.grad(loss, trained, retain_graph=True)])
 
 
 def aggregate_losses(logp, mask, rewards) -> dict:
@@ -74,6 +75,8 @@ def identities(model, trajs, tok) -> dict:
     losses = aggregate_losses(logp, batch['action_mask'], rewards)
     f = factors(batch['action_mask'], rewards)
     out = {'kept': int(rewards.sum()), 'episodes': len(trajs)}
+    if not out['kept']:  # no success: both gradients are zero or undefined, nothing to compare
+        return out
     for agg in ('token', 'sequence'):
         g_pg, g_sft = flat_grad(losses[f'pg_{agg}'], model), flat_grad(losses[f'sft_{agg}'], model)
         gap = (g_pg - f[agg] * g_sft).abs().max().item()

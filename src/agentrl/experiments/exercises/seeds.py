@@ -39,13 +39,24 @@ def sweep_env(source) -> str:
     return json.loads(seeds[0].read_text()).get('env', DEFAULT)
 
 
+def source_policy(source, seeds=None) -> str:
+    """The ``--policy`` of a ``--from`` folder: a run's, or (with ``seeds``) a sweep's first seed's; the TinyAgent when
+    it cannot be read (the run's own checks then say what is wrong)."""
+    from ..chapter15.reproduction import read_results
+    path = Path(source) / (f'seed{seeds[0]}' if seeds else '') / 'results.json'
+    try:
+        return read_results(path)['sections'].get('setup', {}).get('policy', 'tiny')
+    except ValueError:
+        return 'tiny'
+
+
 def seed_source(source, seed: int):
     """Seed ``seed``'s ``--from`` folder in a sweep folder, or None without one."""
     return None if source is None else Path(source) / f'seed{seed}'
 
 
 def run_seed(number: int, out: str, seed: int, env: str, config: dict, overrides: dict, source, resume: bool,
-             threads: int) -> dict:
+             threads: int, policy: str = 'tiny') -> dict:
     """One seed of the sweep, in a worker process -> {'seed', 'seconds', 'summary'}. Top level: it pickles."""
     from ..workers import pin_threads
     pin_threads(threads)
@@ -53,7 +64,7 @@ def run_seed(number: int, out: str, seed: int, env: str, config: dict, overrides
     from .workbench import ExerciseRun
     t0 = time.perf_counter()
     run = ExerciseRun(number, out, seed=seed, env=env, config=Ch15Config(**config), overrides=overrides, source=source,
-                      resume=resume, log=lambda line: None)
+                      resume=resume, log=lambda line: None, policy=policy)
     record = run.run()
     return {'seed': seed, 'seconds': round(time.perf_counter() - t0, 2), 'summary': record['summary']}
 
@@ -83,7 +94,8 @@ def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
         from .workbench import ExerciseRun
         for s in seeds:  # every seed's arguments are checked before any runs (the --from folders' settings, sections)
             ExerciseRun(spec.number, out / f'seed{s}', seed=s, env=env, config=config, overrides=overrides,
-                        source=seed_source(args.source, s), resume=args.resume, log=lambda line: None)
+                        source=seed_source(args.source, s), resume=args.resume, log=lambda line: None,
+                        policy=args.policy)
     except ValueError as e:
         print(f'agentrl exercise: error: {e}', file=sys.stderr)
         return 2
@@ -122,7 +134,8 @@ def run_all(spec, args, out: Path, env: str, config, overrides: dict, console) -
             job = bar.add_task(f'exercise {spec.number} on {env}', total=len(args.seeds),
                                completed=len(args.seeds) - len(todo))
             futures = {pool.submit(run_seed, spec.number, str(out / f'seed{s}'), s, env, asdict(config), overrides,
-                                   seed_source(args.source, s), args.resume, args.threads): s for s in todo}
+                                   seed_source(args.source, s), args.resume, args.threads, args.policy): s
+                       for s in todo}
             for f in as_completed(futures):
                 s = futures[f]
                 try:

@@ -47,10 +47,11 @@ class ExerciseRun:
     """Exercise ``number`` on one seed, into ``out``; ``run()`` does (or resumes) it and checks its answers."""
 
     def __init__(self, number: int, out, seed: int | None = None, env: str | None = None, config: Ch15Config | None = None,
-                 overrides: dict | None = None, source=None, resume: bool = False, log=print):
+                 overrides: dict | None = None, source=None, resume: bool = False, log=print, policy: str | None = None):
         """``seed`` and ``env``: the chapter's seed shift and environment (default: ``source``'s, else 0 and the chapter's
         own). ``config``: the settings (default the chapter's budgets with the environment's own), which ``source``
         must have been run with. ``source``: a finished ``agentrl reproduce`` folder to start from (``--from``).
+        ``policy``: the chapter's policy, as ``reproduce --policy`` (default: ``source``'s, else the TinyAgent).
         Checks everything it can before any work (ValueError naming what is wrong); writes nothing: ``run()`` does."""
         self.spec = get_spec(number)
         self.out, self.log, self.resume = Path(out), log, resume
@@ -62,18 +63,24 @@ class ExerciseRun:
                 raise ValueError(f"{self.source} ran on {saved.get('env', DEFAULT)}, not {env}: give --from a run of the "
                                  'same environment, or leave --env out')
             seed = saved.get('seed') if seed is None else seed
+            ran = saved['sections'].get('setup', {}).get('policy', 'tiny')
+            policy = policy or ran
+            if policy != ran:
+                raise ValueError(f'{self.source} ran with --policy {ran}, not {policy}: give --from a run of the same '
+                                 'policy, or leave --policy out')
             if seed != saved.get('seed'):
                 raise ValueError(f"{self.source} ran at seed {saved.get('seed')}, not {seed}: give --from a run of the "
                                  'same seed, or leave --seed out')
-        env, seed = env or DEFAULT, 0 if seed is None else seed
+        env, seed, self.policy = env or DEFAULT, 0 if seed is None else seed, policy or 'tiny'
         check_seed(seed)
         self.env, self.seed = get_env(env), seed
-        self.cfg = config or Ch15Config.for_env(self.env)
+        self.cfg = config or Ch15Config.for_env(self.env, self.policy)
         self.module = self.spec.load()
         if saved is not None:
             self._check_source(saved)
         self.ch = Reproduction(self.source if self.source is not None else self.out / 'chapter', seed=seed,
-                               resume=True, log=lambda line: None, config=self.cfg, overrides=overrides, env=env)
+                               resume=True, log=lambda line: None, config=self.cfg, overrides=overrides, env=env,
+                               policy=self.policy)
         """The chapter's run the exercise starts from: its checkpoints (``chapter_model``), its figures
         (``chapter_results``) and its helpers (``evaluate``, ``pass_rate``, the tasks, the tokenizer, the config)."""
         self.provenance = {**collect_provenance(overrides), 'from': None if self.source is None else str(self.source.resolve())}
@@ -96,7 +103,7 @@ class ExerciseRun:
 
     def _check_source(self, saved: dict) -> None:
         """A ``--from`` folder must hold the sections and checkpoints the exercise reads, made with these settings."""
-        here = effective(self.cfg, env=self.env)
+        here = effective(self.cfg, env=self.env, policy=self.policy)
         diffs = differences(saved.get('config'), here)
         if diffs:
             raise ValueError(f'{self.source} was run with other settings: {describe_differences(diffs, "there", "here")}; '
