@@ -20,7 +20,7 @@ ARCHS = ('tiny', 'gpt2', 'llama')
 other ``--policy`` is a pretrained model (a name ``pretrained.NAMES`` knows, a model folder or a ``.gguf`` file)."""
 
 BUDGETS = {
-    'weak_steps': 20, 'sft_steps': 40, 'sft_every': 20, 'cold_start_step': 20, 'sft_batch_size': 8, 'sft_lr': 2e-3,
+    'weak_steps': 20, 'sft_steps': 60, 'sft_every': 20, 'cold_start_step': 20, 'sft_batch_size': 8, 'sft_lr': 1e-3,
     'eval_samples': 2, 'describe_samples': 2,
     'rft_rounds': 3, 'rft_samples': 4, 'rft_steps': 10,
     'dpo_steps': 20, 'dpo_every': 10, 'dpo_lr': 5e-4, 'dpo_batch_size': 8,
@@ -30,8 +30,8 @@ BUDGETS = {
 """The chapter's budgets and learning rates for a pretrained policy (LoRA rank 16), on top of the environment's own.
 Each SFT step is 8 episodes (the TinyAgent's: 32), each evaluation 2 episodes per task (4), each REINFORCE step 4
 tasks x 4 episodes (8 x 8); the learning rates are LoRA's (an adapter trains from zero, so it takes a larger step
-than a full fine-tune would). Oracle SFT's 40 steps at 2e-3 were chosen on seeds 0 and 1 of BugFix and seed 0 of
-Wiring (``docs/real-models.md``); the rest keep the chapter's proportions at a budget a 2-core CPU runs in minutes."""
+than a full fine-tune would). Oracle SFT's 60 steps at 1e-3 (the chapter's step counts) were chosen on seeds 0 and 1
+(``docs/real-models.md``); the rest keep the chapter's proportions at a budget a 2-core CPU runs in minutes."""
 
 
 def is_pretrained(policy: str) -> bool:
