@@ -120,10 +120,15 @@ def trimmed(sections: dict) -> dict:
     return {name: {k: v for k, v in fig.items() if keep(v)} for name, fig in sections.items()}
 
 
+VERDICT = {True: 'held', False: 'not held', None: 'n/a'}
+"""A claim's verdict as ``agentrl claims`` prints it."""
+
+
 def derived(sections: dict, findings: list, claims: list) -> dict:
     """Figures the pages quote that are a ratio or a count of results.json's figures (named here once)."""
     out = {'findings_held': sum(ok for _, ok, _ in findings), 'findings': len(findings),
-           'claims_held': sum(ok for _, ok, _ in claims), 'claims': len(claims)}
+           'claims_held': sum(ok is True for _, ok, _ in claims), 'claims': sum(ok is not None for _, ok, _ in claims),
+           'verdict': {key: VERDICT[ok] for key, ok, _ in claims}, 'measured': {key: msg for key, _, msg in claims}}
     owners = sections.get('15.1', {}).get('owner_counts')
     if owners:
         total = sum(owners.values())
@@ -145,19 +150,26 @@ def record_reproduce(args) -> dict:
     run_dir = Path(args.run_dir)
     results = json.loads((run_dir / 'results.json').read_text())
     findings = check_transcript((run_dir / 'transcript.txt').read_text()) if results.get('env', 'bugfix') == 'bugfix' else []
-    claims = [(c.key, ok, msg) for c, ok, msg in check_claims(results['sections'])]
+    claims = [(c.key, ok, msg) for c, ok, msg in check_claims(results['sections'], results.get('env', 'bugfix'))]
     lines = [line.rstrip() for line in Path(args.log).read_text().splitlines()]
     title = next((k for k, line in enumerate(lines) if re.search(r'Chapter 15 (findings|claims)', line)), None)
     if title is None:
         sys.exit(f'{args.log}: no findings or claims table in it')
     body = next(k for k in range(title, len(lines)) if lines[k].startswith('┡')) + 1  # the rows, not the header
-    printed = lines[body:]
-    seconds = [int(m.group(1)) for m in map(re.compile(r' hold \| (\d+) s \|').search, printed) if m]
+    timed = [re.fullmatch(r'real\s+(\d+)m([\d.]+)s', line) for line in lines]  # `time agentrl reproduce ...`
+    wall = next((int(m.group(1)) * 60 + float(m.group(2)) for m in timed if m), None)
+    printed = [line for line, m in zip(lines[body:], timed[body:])
+               if not m and not re.fullmatch(r'(user|sys)\s+\S+', line)]
+    while printed and not printed[-1]:
+        printed.pop()
+    seconds = [int(m.group(1)) for m in map(re.compile(r' hold(?: \([^)]*\))? \| (\d+) s \|').search, printed) if m]
     return {'command': args.command or f'agentrl reproduce --out {run_dir}', 'kind': 'agentrl reproduce',
             'per_cpu': PER_CPU, 'env': results.get('env', 'bugfix'), 'seed': results.get('seed'),
             **machine(results['provenance']), 'code_dirty': results['provenance'].get('git_dirty'),
             'sections': trimmed(results['sections']),
-            'derived': {**derived(results['sections'], findings, claims), 'seconds': seconds[-1] if seconds else None},
+            'derived': {**derived(results['sections'], findings, claims), 'seconds': seconds[-1] if seconds else None,
+                        **({'wall_seconds': round(wall, 1), 'wall_min_s': list(divmod(round(wall), 60))}
+                           if wall is not None else {})},
             'findings': [[name, ok, fig] for name, ok, fig in findings],
             'claims': [[key, ok, msg] for key, ok, msg in claims],
             'printed': printed}

@@ -154,3 +154,23 @@ def test_the_real_models_page_states_the_budgets_the_code_uses():
     assert set(stated) == set(BUDGETS)
     for key, value in BUDGETS.items():
         assert float(stated[key]) == float(value), (key, stated[key], value)
+
+
+def test_the_real_models_page_shows_every_claims_recorded_verdict_on_smollm2():
+    """docs/real-models.md's claims of SmolLM2 at seed 0: every claim, with the verdict of the recorded run of each gym
+    (the measured figures beside them are checked by tests/test_figures.py)."""
+    import re
+    from pathlib import Path
+    from agentrl.experiments.chapter15.claims import CLAIMS
+    root = Path(__file__).resolve().parents[1]
+    runs = json.loads((root / 'docs' / 'figures.json').read_text())['runs']
+    verdicts = {env: runs[f'smollm2-{env}-seed0']['derived']['verdict'] for env in ('bugfix', 'wiring')}
+    page = (root / 'docs' / 'real-models.md').read_text()
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) == 5 and re.fullmatch(r'`[\w-]+`', cells[0]):
+            rows[cells[0].strip('`')] = (cells[2], cells[3])
+    assert list(rows) == [c.key for c in CLAIMS]
+    for key, (bugfix, wiring) in rows.items():
+        assert (bugfix.strip('*'), wiring.strip('*')) == (verdicts['bugfix'][key], verdicts['wiring'][key]), key
