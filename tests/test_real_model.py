@@ -64,6 +64,9 @@ def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tin
     model = arl.load_model(out / 'checkpoints' / 'sft_step60.safetensors')
     assert model.lora is not None and model.lora.rank == 4
     assert (out / 'report.md').exists() and list(out.glob('fig15_*.png'))
+    report = (out / 'report.md').read_text()
+    assert report.startswith(f'# Chapter 15, reproduced, policy {tiny_folder} (seed shift 0)')
+    assert 'findings hold' not in report and "are not the verdict for a pretrained model" in report
     # an exercise from that run takes its policy (and refuses another)
     sets = ['--smoke', *[a for k in small for a in ('--set', k)]]
     rc = main(['exercise', '1', '--from', str(out), *sets, '--quiet', '--out', str(tmp_path / 'ex1')])

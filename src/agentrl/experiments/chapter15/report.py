@@ -44,9 +44,12 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     def chapter(text):
         return f' ({text})' if ch else ''
 
-    title = 'Chapter 15, reproduced' if ch else f'Chapter 15 on {env.title}'
+    from .real_model import is_pretrained
+    policy = R.get('setup', {}).get('policy', 'tiny')
+    pretrained = is_pretrained(policy)
+    title = ('Chapter 15, reproduced' if ch else f'Chapter 15 on {env.title}') + ('' if policy == 'tiny' else f', policy {policy}')
     md = [f'# {title} (seed shift {seed})', '']
-    if ch:
+    if ch and not pretrained:
         held = sum(ok for _, ok, _ in findings)
         md += [f'**{held} of {len(findings)} findings hold** (the bands of docs/bands.md). Every number and plot below comes from this '
                'run; where the chapter prints the same number, the chapter\'s value stands beside it, in parentheses '
@@ -57,11 +60,14 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                                          for name, ok, fig in findings]), '']
     else:
         own = ', '.join(f'`{k}={v}`' for k, v in env.budgets.items())
-        md += [f'The chapter\'s sections run on {env.title} with the same recipe code '
-               f"(`agentrl reproduce --env {env.name}`), at the chapter's budgets"
+        command = f'agentrl reproduce --env {env.name}' + (f' --policy {policy}' if policy != 'tiny' else '')
+        budgets = ("a pretrained model's budgets (docs/real-models.md)" if pretrained else "the chapter's budgets")
+        bands = ("The chapter's bands are the TinyAgent's figures and are not the verdict for a pretrained model; its "
+                 'claims are, ' if pretrained else "The chapter's bands are figures of BugFix and do not apply here; its "
+                 'claims do, ')
+        md += [f'The chapter\'s sections run on {env.title} with the same recipe code (`{command}`), at {budgets}'
                + (f' with its own on top ({own})' if own else '')
-               + ". The chapter's bands are figures of BugFix and do not apply here; its claims do, where "
-               f'{env.title} has what they need.', '']
+               + f'. {bands}where {env.title} has what they need.', '']
     if claims is not None:
         md += ['## Claims', '', f"**{summary(claims)}** (the chapter's lessons as directions and relations, "
                '`docs/claims.md`; a claim that needs what the environment lacks, or that the settings leave nothing '
