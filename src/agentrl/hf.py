@@ -318,14 +318,12 @@ class HFPolicy(nn.Module):
         B = len(chunks)
         if B < 2 or cache.mask.shape[1]:
             return 0
-        first, most = chunks[0], min(len(c) for c in chunks) - 1
-        L = 0
-        while L < most and all(c[L] == first[L] for c in chunks):
-            L += 1
+        most = min(len(c) for c in chunks) - 1  # each row keeps its last token
+        L = shared_columns(torch.tensor([c[:most] for c in chunks], dtype=torch.long)) if most > 0 else 0
         if L < self.shared_prefix:
             return 0
         dev = self.device
-        ids = torch.tensor([first[:L]], dtype=torch.long, device=dev)  # (1, L)
+        ids = torch.tensor([chunks[0][:L]], dtype=torch.long, device=dev)  # (1, L)
         with self.precision.autocast():
             self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids),
                                   position_ids=torch.arange(L, device=dev)[None], use_cache=True,

@@ -61,4 +61,4 @@ def action_entropy(model, batch) -> float:
             return ((ent * mask[mask != 0]).sum() / mask.sum()).item()
         logits = model(batch['ids']) if lengths is None else model(batch['ids'], lengths=lengths)  # [B, T, V]
         ent = entropy_from_logits(logits[:, :-1])  # [B, T-1]
-    return ((ent * batch['action_mask']).sum() / batch['action_mask'].sum()).item()
+    return ((ent * mask).sum() / mask.sum()).item()
