@@ -75,6 +75,11 @@ def test_badly_typed_values_name_the_key(item, message):
 
 def test_every_key_rejects_out_of_range_values_by_name():
     for key, knob in C.knobs().items():
+        if knob.kind == 'str':  # a word outside its choices, or not a word
+            for bad in ['fp16', 3]:
+                with pytest.raises(ValueError, match=key):
+                    C.apply(Ch15Config(), {key: bad})
+            continue
         bads = ([-3] if key in ('lora_rank', 'dpo_batch_size') else [0, -3]) if knob.kind == 'int' else [float('inf'), float('nan')]  # rank 0: every weight trains
         if key in ('rl_entropy_bonus',):
             bads.append(-0.5)
@@ -142,6 +147,8 @@ def outside(key: str, vals: dict, env) -> list:
     """Values of ``key`` just outside its range, given the other keys' values ``vals``: below its least, above its
     greatest (the environment's limits for rl_tasks and model.block_size), and off its multiple."""
     bound, kind = C.RANGES[key], C.knobs()[key].kind
+    if bound.choices:  # a word outside them
+        return ['fp16']
     low, high = C.limits(key, vals)
     if key == 'rl_tasks':
         high = len(env.tasks('train'))
@@ -180,8 +187,8 @@ def test_every_setting_out_of_range_is_refused_before_the_run_naming_its_range(e
             err = capsys.readouterr().err
             assert rc == 2 and err.count('\n') == 1, (key, bad, err)
             assert err.startswith('agentrl reproduce: error: ') and 'Traceback' not in err, (key, bad, err)
-            shown = bad if C.knobs()[key].kind == 'int' else float(bad)
-            assert f'error: {key} must be a' in err and err.rstrip().endswith(f'got {shown!r}'), (key, bad, err)
+            shown = bad if C.knobs()[key].kind in ('int', 'str') else float(bad)
+            assert f'error: {key} must be {"one of" if C.RANGES[key].choices else "a"}' in err and err.rstrip().endswith(f'got {shown!r}'), (key, bad, err)
             if key not in ('rl_tasks', 'model.block_size') or bad < 1:  # else: the environment's limit
                 assert C.range_text(key, vals) in err, (key, bad, err)
             assert not out.exists(), (key, bad)
@@ -214,7 +221,8 @@ def test_a_run_at_every_settings_least_value_completes(tmp_path):
     samples, a one-dimensional model, ...), so each limit the walk above tests is the real minimum. (A key with an
     open limit, > 0, keeps its default; model.block_size the environment's least.)"""
     from agentrl.cli import main
-    low = {key: bound.low for key, bound in C.RANGES.items() if not bound.above and not isinstance(bound.low, str)}
+    low = {key: bound.low for key, bound in C.RANGES.items()
+           if not bound.above and not bound.choices and not isinstance(bound.low, str)}
     low.update({'cold_start_step': 1, 'model.block_size': C.values(C.Ch15Config())['model.block_size']})
     assert C.values(C.apply(C.Ch15Config(), low))['model.n_heads'] == 1  # d_model 1 needs one head
     sets = [arg for k, v in low.items() for arg in ('--set', f'{k}={v}')]

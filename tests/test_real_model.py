@@ -43,7 +43,8 @@ def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_own
 def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tiny_folder, tmp_path, capsys):
     from agentrl.cli import main
     out = tmp_path / 'run'
-    small = ['sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'weak_steps=2', 'rft_samples=2', 'hack_rounds=1']
+    small = ['sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'weak_steps=2', 'rft_samples=2', 'hack_rounds=1',
+             'dtype=fp32', 'device=cpu']
     rc = main(['reproduce', '--policy', str(tiny_folder), '--smoke', *[a for k in small for a in ('--set', k)],
                '--jobs', '1', '--threads', '1', '--out', str(out)])
     printed = ' '.join(capsys.readouterr().out.split())  # a narrow console wraps lines
@@ -54,7 +55,8 @@ def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tin
     saved = json.loads((out / 'results.json').read_text())
     setup = saved['sections']['setup']
     assert setup['policy'] == str(tiny_folder) and setup['vocab'] == 512
-    assert setup['precision'].split()[0] in ('fp32', 'bf16')
+    assert setup['precision'] == 'fp32 on cpu (as set)'  # --set dtype=fp32 device=cpu, whatever the machine has
+    assert saved['config']['dtype'] == 'fp32' and saved['config']['device'] == 'cpu'
     assert saved['config']['model'] == {'pretrained': str(tiny_folder)} and saved['config']['lora_rank'] == 4
     from agentrl.experiments.chapter15.claims import check_claims
     rows = {c.key: (ok, why) for c, ok, why in check_claims(saved['sections'], 'bugfix')}

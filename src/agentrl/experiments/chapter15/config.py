@@ -10,6 +10,8 @@ Three kinds of key, all settable the same way:
   RL no signal: an earlier cold-start checkpoint (``cold_start_step``), a hotter RL rollout
   (``rl_temperature``) and an entropy bonus in REINFORCE (``rl_entropy_bonus``). Every default is
   today's value, so an unset knob changes no figure.
+- **precision**: where a pretrained policy runs, ``dtype`` (``auto``, ``fp32``, ``bf16``) and ``device`` (``auto``,
+  ``cpu``, ``cuda``); ``auto`` picks as ``precision.resolve`` says. The only keys that take words, not numbers.
 - **model**: ``model.FIELD`` for every field of ``TinyAgentConfig`` but ``vocab_size``
   (``model.qk_temperature=4``). Only the keys set are passed to ``TinyAgent``; the rest keep the
   model's defaults, and the run records the full effective model config.
@@ -30,6 +32,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
+
+from ...precision import DEVICES, DTYPES
 
 MODEL = 'model.'
 """Prefix of the model's keys."""
@@ -103,6 +107,12 @@ class Ch15Config:
     lora_rank: int = 16
     """A pretrained policy's LoRA rank (``--policy smollm2``): its weights stay frozen and adapters of this rank train
     on every linear layer; 0 trains every weight instead. The TinyAgent and the models built from a config ignore it."""
+    dtype: str = 'auto'
+    """A pretrained policy's precision: ``fp32``, ``bf16`` (autocast, master weights in float32) or ``auto`` (bf16 where
+    the hardware multiplies it natively). The TinyAgent always runs in float32."""
+    device: str = 'auto'
+    """A pretrained policy's device: ``cpu``, ``cuda`` or ``auto`` (a CUDA device when torch sees one). The TinyAgent
+    always runs on the CPU."""
     model: dict = field(default_factory=dict)
     """Overrides of the TinyAgent's config (``TinyAgentConfig`` fields but ``vocab_size``); empty: the model's defaults."""
 
@@ -151,7 +161,12 @@ def _real(x) -> bool:
 
 
 def _typed(name: str, kind: str, value):
-    """A field's value as its type (``'int'``: an int, not a bool; ``'float'``: a finite number, as a float)."""
+    """A field's value as its type (``'int'``: an int, not a bool; ``'float'``: a finite number, as a float; ``'str'``:
+    a string, its range checked by ``check_ranges``)."""
+    if kind == 'str':
+        if not isinstance(value, str):
+            raise ValueError(f'{name} must be one of {_choices(name)}, got {value!r}')
+        return value
     if kind == 'int':
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f'{name} must be an int, got {value!r}')
@@ -176,6 +191,8 @@ class Bound:
     """The name of a key the value must be a multiple of."""
     why: str = ''
     """Why the limit is where it is, said in the error."""
+    choices: tuple = ()
+    """The words a key that takes words may be (``low`` is then unused)."""
 
 
 RANGES = {
@@ -199,6 +216,8 @@ RANGES = {
     'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
     'lora_rank': Bound(0, why='0 trains every weight of a pretrained policy'),
     'dpo_batch_size': Bound(0, why='0 takes every pair at every step'),
+    'dtype': Bound(None, choices=DTYPES, why='auto: bf16 where the hardware multiplies it natively'),
+    'device': Bound(None, choices=DEVICES, why='auto: a CUDA device when torch sees one'),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),
@@ -227,9 +246,17 @@ def limits(key: str, vals: dict) -> tuple:
     return low, high
 
 
+def _choices(key: str) -> str:
+    """The words ``key`` may be, listed: ``'auto', 'fp32' or 'bf16'``."""
+    words = [repr(w) for w in RANGES[key].choices]
+    return ', '.join(words[:-1]) + ' or ' + words[-1]
+
+
 def range_text(key: str, vals: dict) -> str:
     """``key``'s valid range in words, with the other keys it depends on and their values."""
     bound, kind = RANGES[key], knobs()[key].kind
+    if bound.choices:
+        return f'one of {_choices(key)}' + (f' ({bound.why})' if bound.why else '')
     name = lambda k: f'{k} ({vals[k]!r})'  # noqa: E731
     low = name(bound.low) if isinstance(bound.low, str) else repr(bound.low)
     text = 'an int' if kind == 'int' else 'a number'
@@ -248,6 +275,10 @@ def check_ranges(config: Ch15Config) -> None:
     """Every key of ``config`` in its range (``RANGES``); else ValueError naming the key, its value and its range."""
     vals = values(config)
     for key in knobs():  # the limits first, then the multiples (whose divisors are then >= 1)
+        if RANGES[key].choices:
+            if vals[key] not in RANGES[key].choices:
+                raise ValueError(f'{key} must be {range_text(key, vals)}, got {vals[key]!r}')
+            continue
         value, (low, high), bound = vals[key], limits(key, vals), RANGES[key]
         if not ((value > low if bound.above else value >= low) and (high is None or value <= high)):
             raise ValueError(f'{key} must be {range_text(key, vals)}, got {value!r}')
@@ -277,7 +308,7 @@ class Knob:
     key: str
     """``sft_steps`` or ``model.qk_temperature``."""
     kind: str
-    """``'int'`` or ``'float'``."""
+    """``'int'``, ``'float'`` or ``'str'`` (a word of ``RANGES[key].choices``)."""
     default: object
     """Its default (for model keys: the value in ``model.py``'s source)."""
     doc: str
@@ -336,7 +367,12 @@ def unknown_key(key: str, where: str = '') -> ValueError:
 
 
 def coerce(knob: Knob, value):
-    """A value of the knob's type (TOML values, or strings from the command line) -> int or finite float; ValueError naming the key."""
+    """A value of the knob's type (TOML values, or strings from the command line) -> int, finite float or (a key that
+    takes words) str; ValueError naming the key."""
+    if knob.kind == 'str':
+        if not isinstance(value, str):
+            raise ValueError(f'bad value for {knob.key}: {value!r} is not a word (e.g. {knob.key}={knob.default})')
+        return value.strip()
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -422,7 +458,8 @@ def add_setting_args(p) -> None:
     p.add_argument('--set', dest='sets', action='append', default=[], metavar='KEY=VALUE',
                    help='change one setting: a budget or recipe hyperparameter (sft_steps=30, rl_temperature=1.5, '
                    'rl_entropy_bonus=0.01, cold_start_step=10, sft_lr=1e-3, dpo_beta=0.2, ...) or the model '
-                   '(model.qk_temperature=4); repeatable; a wrong key lists the valid ones')
+                   '(model.qk_temperature=4), or where a pretrained policy runs (dtype=fp32, device=cuda); repeatable; a wrong '
+                   'key lists the valid ones')
     p.add_argument('--config', default=None, metavar='FILE.toml',
                    help='settings from a TOML file (the same keys; model keys in a [model] table); --set wins')
 
@@ -514,7 +551,3 @@ def budget_name(config: dict, env=None, policy: str = 'tiny') -> str:
             return name
     return 'custom'
 
-
-def keys_help() -> str:
-    """Every key with its group and default, one a line (for ``--help``-style listings)."""
-    return '\n'.join(f'  {k.key:<24} {k.group:<7} default {k.default!r}: {k.doc}' for k in knobs().values())

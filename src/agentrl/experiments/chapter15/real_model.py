@@ -52,8 +52,8 @@ def check_policy(policy: str) -> None:
         raise ValueError(f'--policy {policy}: {e}') from None
 
 
-def load_policy(policy: str, lora_rank: int, seed: int):
+def load_policy(policy: str, lora_rank: int, seed: int, dtype: str = 'auto', device: str = 'auto'):
     """A fresh copy of the pretrained ``policy`` (an ``hf.HFPolicy``) with LoRA adapters of ``lora_rank`` drawn from
-    ``seed`` (0: every weight trains), in the precision ``precision.resolve`` picks."""
+    ``seed`` (0: every weight trains), in the precision ``precision.resolve(dtype, device)`` gives."""
     from ...pretrained import load_pretrained
-    return load_pretrained(policy, lora_rank=lora_rank, seed=seed, quiet=True)
+    return load_pretrained(policy, dtype=dtype, device=device, lora_rank=lora_rank, seed=seed, quiet=True)

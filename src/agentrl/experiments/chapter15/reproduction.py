@@ -182,7 +182,7 @@ class Reproduction(Sections, Beyond):
         self.base = None
         """A pretrained policy as loaded (its tokenizer renders the episodes), or None."""
         if self.pretrained:
-            self.base = load_policy(self.policy, 0, self.seed)
+            self.base = load_policy(self.policy, 0, self.seed, self.cfg.dtype, self.cfg.device)
             self.tok = self.base.renderer()  # its own tokenizer and chat template; the environment's calls described
         else:
             self.tok = self.env.tokenizer()
@@ -265,7 +265,7 @@ class Reproduction(Sections, Beyond):
         initialised ``transformers`` model of the TinyAgent's width, depth and heads on the same vocabulary, or the
         pretrained model with fresh LoRA adapters drawn from the run's seed (``real_model.load_policy``)."""
         if self.pretrained:
-            return load_policy(self.policy, self.cfg.lora_rank, self.seed)
+            return load_policy(self.policy, self.cfg.lora_rank, self.seed, self.cfg.dtype, self.cfg.device)
         if self.policy == 'tiny':
             return TinyAgent(self.tok.vocab_size, **self.cfg.model)
         from ...hf import make_policy
