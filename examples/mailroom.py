@@ -23,7 +23,7 @@ import torch
 
 import agentrl as arl
 from agentrl.envs import InvalidCall
-from agentrl.experiments.chapter15.envs import ChapterEnv
+from agentrl.experiments.chapter15.env_registry import ChapterEnv
 
 ROOMS = tuple(f'r{i}' for i in range(1, 9))
 NAMES = ('amber', 'birch', 'coral', 'dune', 'ember', 'fern', 'gale', 'heath', 'iris', 'jade', 'kelp', 'lark',

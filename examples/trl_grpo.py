@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 import agentrl as arl
-from agentrl.trl_bridge import scripted_conversations, tool_methods
+from agentrl.integrations.trl import scripted_conversations, tool_methods
 
 
 def qwen_tokenizer(conversations, tools, vocab_size: int = 1024):

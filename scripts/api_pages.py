@@ -112,7 +112,7 @@ GROUPS = [
      'Instruct by name, a model folder or a GGUF file; the `pretrained` extra), with LoRA adapters and the precision '
      'the machine runs fastest; environments describe their calls to it (`Call`, `Arg`, `describe_calls`). '
      'See [Real models](real-models.md).',
-     ['agentrl.policy', 'agentrl.hf', 'agentrl.pretrained', 'agentrl.lora', 'agentrl.precision', 'agentrl.envs.calls'],
+     ['agentrl.rendering.protocols', 'agentrl.policies.hf', 'agentrl.policies.pretrained', 'agentrl.policies.lora', 'agentrl.policies.precision', 'agentrl.envs.calls'],
      ['Policy', 'HFPolicy', 'ChatRenderer', 'load_pretrained', 'Call', 'Arg', 'describe_calls']),
     ('Training at scale with TRL',
      'Any agentrl environment and its tasks as TRL\'s `GRPOTrainer` takes them: `trl_environment` for its '
@@ -120,7 +120,7 @@ GROUPS = [
      '`rollout_func` (agentrl\'s engine plays the episodes through any chat template or a word-level vocabulary); '
      '`trl_monitors` logs the chapter\'s monitors TRL does not. '
      'Needs the `trl` extra. See [Training at scale with TRL](trl.md).',
-     ['agentrl.trl_bridge'],
+     ['agentrl.integrations.trl'],
      ['trl_environment', 'trl_rollout', 'trl_monitors']),
 ]
 

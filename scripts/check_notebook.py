@@ -26,7 +26,7 @@ def run(n, out: Path, threads: int):
     src = out / f'notebook_shift{n}.py'
     src.write_text(code)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    env.setdefault('AGENTRL_THREADS', 'torch')  # the library keeps OMP_NUM_THREADS (agentrl.threads)
+    env.setdefault('AGENTRL_THREADS', 'torch')  # the library keeps OMP_NUM_THREADS (agentrl.runtime.threads)
     t0 = time.time()
     res = subprocess.run([sys.executable, str(src)], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.time() - t0

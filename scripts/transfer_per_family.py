@@ -42,7 +42,7 @@ def main() -> int:
     ap.add_argument('--checkpoint', default='sft_step60', help='checkpoint name in RUN_DIR/checkpoints (default sft_step60)')
     a = ap.parse_args()
     torch.set_num_threads(2)
-    os.environ.setdefault('AGENTRL_THREADS', 'torch')  # the library keeps 2 threads (agentrl.threads)
+    os.environ.setdefault('AGENTRL_THREADS', 'torch')  # the library keeps 2 threads (agentrl.runtime.threads)
     rows = []
     print(f"{'run':<28} {'seed':>4} " + ' '.join(f'{f:>8}' for f in arl.FAMILIES) + f" {'held':>6}")
     for run in a.runs:

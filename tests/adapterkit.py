@@ -10,7 +10,7 @@ import torch
 
 import agentrl as arl
 from agentrl.envs import play
-from agentrl.render import Trajectory
+from agentrl.rendering.trajectory import Trajectory
 
 HAS_TURN_REWARDS = any(f.name == 'turn_rewards' for f in dataclasses.fields(Trajectory))
 

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from agentrl.rollout import rollout_groups
+from agentrl.rollouts.engine import rollout_groups
 
 import agentrl as arl
 from agentrl.recipes import reinforce as reinforce_module

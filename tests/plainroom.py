@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ownenv import mailroom
 
-from agentrl.experiments.chapter15.envs import ChapterEnv
+from agentrl.experiments.chapter15.env_registry import ChapterEnv
 
 _M = mailroom()
 

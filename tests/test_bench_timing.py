@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from agentrl.experiments.bench import flops, timing
-from agentrl.model import TinyAgent
+from agentrl.policies.tinyagent import TinyAgent
 from agentrl.recipes.sft import sft_loss
 
 

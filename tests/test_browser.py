@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.viewer import COLORS
+from agentrl.rendering.viewer import COLORS
 from test_html_report import smoke_report_dir
 
 pytestmark = pytest.mark.browser

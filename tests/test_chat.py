@@ -12,8 +12,8 @@ pytest.importorskip('tokenizers')
 pytest.importorskip('transformers')
 
 import agentrl as arl  # noqa: E402
-from agentrl.chat import ChatRenderer, chat_ids, episode_messages  # noqa: E402
-from agentrl.policy import Renderer, as_renderer  # noqa: E402
+from agentrl.rendering.chat import ChatRenderer, chat_ids, episode_messages  # noqa: E402
+from agentrl.rendering.protocols import Renderer, as_renderer  # noqa: E402
 
 from hfkit import STYLES, bpe_tokenizer  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from agentrl.tokenizer import Tokenizer
+from agentrl.rendering.tokenizer import Tokenizer
 
 from conftest import SMALL
 
@@ -86,7 +86,7 @@ def test_foreign_safetensors(tmp_path, tok):
 def test_weights_that_do_not_fit_the_config(model, tok, tmp_path):
     import json
     from safetensors.torch import save_file
-    from agentrl.checkpoint import CONFIG_KEY
+    from agentrl.policies.checkpoint import CONFIG_KEY
     from dataclasses import asdict
     bad = tmp_path / 'mismatch.safetensors'
     cfg = dict(asdict(model.config), d_model=32)
@@ -120,7 +120,7 @@ def test_no_pickle_in_library():
 
 
 def test_trajectory_files_round_trip(oracle_demos, trained_rollouts, tmp_path):
-    from agentrl.trajio import load_trajectories, save_trajectories
+    from agentrl.rendering.trajio import load_trajectories, save_trajectories
     trajs = oracle_demos[:3] + trained_rollouts[:3]
     path = tmp_path / 'runs' / 'trajs.json'
     save_trajectories(path, trajs)

@@ -21,7 +21,7 @@ def test_every_config_and_model_field_is_a_key():
     own = [f.name for f in dataclasses.fields(Ch15Config) if f.name != 'model']
     model = {f'model.{f.name}': f for f in dataclasses.fields(arl.TinyAgentConfig) if f.name != 'vocab_size'}
     assert list(keys) == own + list(model)
-    for key, f in model.items():  # read from model.py's source without torch: must match the real dataclass
+    for key, f in model.items():  # read from policies/tinyagent.py's source without torch: must match the real dataclass
         assert keys[key].kind == f.type and keys[key].default == f.default, key
     for name in ('sft_lr', 'rl_lr', 'dpo_beta', 'sft_batch_size', 'rl_temperature', 'rl_entropy_bonus',
                  'cold_start_step', 'sample_temperature'):
@@ -168,7 +168,7 @@ def test_every_setting_out_of_range_is_refused_before_the_run_naming_its_range(e
     """For every key: a value below its least, above its greatest, or off its multiple gives a one-line error naming
     the key and its valid range, from `agentrl reproduce`, before any section runs or the folder is made."""
     from agentrl.cli import main
-    from agentrl.experiments.chapter15.envs import get_env
+    from agentrl.experiments.chapter15.env_registry import get_env
     from agentrl.experiments.chapter15.reproduction import Reproduction
 
     def no_training(self, section):

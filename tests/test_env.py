@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import agentrl as arl
 from agentrl.envs.bugfix.ops import OPS
-from agentrl.tokenizer import SPECIALS
+from agentrl.rendering.tokenizer import SPECIALS
 
 ALL = arl.make_tasks('all')
 _VOCAB = arl.build_tokenizer(ALL).vocab

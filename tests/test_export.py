@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from agentrl.export import export_run, read_jsonl, run_trajectories, trajectory_messages
+from agentrl.integrations.export import export_run, read_jsonl, run_trajectories, trajectory_messages
 from test_html_report import smoke_report_dir
 
 
@@ -55,9 +55,9 @@ def test_export_writes_chat_jsonl(smoke_run, tmp_path):
 def test_reimport_gives_identical_ids(smoke_run, tmp_path):
     pytest.importorskip('tokenizers')
     pytest.importorskip('transformers')
-    from agentrl.chat import ChatRenderer
-    from agentrl.export import check_round_trip, read_episodes
-    from agentrl.hf import word_tokenizer
+    from agentrl.rendering.chat import ChatRenderer
+    from agentrl.integrations.export import check_round_trip, read_episodes
+    from agentrl.policies.hf import word_tokenizer
     written = export_run(smoke_run, tmp_path)
     res = check_round_trip(smoke_run, written)
     assert res['episodes'] > 0 and res['episodes_identical'] == res['episodes']

@@ -16,9 +16,9 @@ pytest.importorskip('tokenizers')
 pytest.importorskip('transformers')
 
 import agentrl as arl  # noqa: E402
-from agentrl.chat import ChatRenderer, replay  # noqa: E402
-from agentrl.hf import ARCHS, HFPolicy, hf_config, make_policy, word_renderer, word_tokenizer  # noqa: E402
-from agentrl.policy import Policy  # noqa: E402
+from agentrl.rendering.chat import ChatRenderer, replay  # noqa: E402
+from agentrl.policies.hf import ARCHS, HFPolicy, hf_config, make_policy, word_renderer, word_tokenizer  # noqa: E402
+from agentrl.rendering.protocols import Policy  # noqa: E402
 from agentrl.recipes.dpo import episode_logp, preference_loss  # noqa: E402
 from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads  # noqa: E402
 

@@ -16,7 +16,7 @@ from agentrl.experiments.chapter15.bands import check_transcript
 from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
 from agentrl.experiments.chapter15.reproduction import POLICIES
-from agentrl.trajio import load_trajectories, save_trajectories
+from agentrl.rendering.trajio import load_trajectories, save_trajectories
 
 
 def scripted_pairs(tok, n=6):

@@ -27,12 +27,27 @@ def test_the_library_keeps_every_contract():
     assert 'Contracts: 4 kept, 0 broken.' in out.stdout
 
 
+LAYERS = "The library's layers import only downwards"
+BOUNDARIES = [  # every layer boundary, crossed upwards from a module just below it (and siblings that must not meet)
+    ('experiments/cli.py', 'from .. import cli'),
+    ('integrations/export.py', 'from ..experiments import workers'),
+    ('recipes/sft.py', 'from ..integrations import export'),
+    ('rollouts/engine.py', 'from ..recipes import sft'),
+    ('policies/hf.py', 'from ..rollouts import engine'),
+    ('rendering/trajectory.py', 'from ..policies import tinyagent'),
+    ('envs/play.py', 'from ..rendering import owners'),
+    ('loggers/runs.py', 'from ..rendering import owners'),
+    ('runtime/threads.py', 'from ..rendering import owners'),
+    ('loggers/runs.py', 'from ..runtime import terminal'),
+    ('envs/play.py', 'from ..loggers import runs'),
+]
+
+
 @pytest.mark.parametrize('module, line, broken', [
     ('recipes/sft.py', 'from ..envs.bugfix import make_tasks', 'The core never reaches the BugFix package'),
     ('experiments/sweeps/stats.py', 'from ...envs.bugfix import FAMILIES', 'Only the BugFix package'),
-    ('render.py', 'from .rollout import rollout_batch', "The library's layers import only downwards"),
-    ('model.py', 'def _late():\n    from .checkpoint import save_checkpoint', 'No import circle anywhere'),
-])
+    ('policies/tinyagent.py', 'def _late():\n    from .checkpoint import save_checkpoint', 'No import circle anywhere'),
+] + [(module, line, LAYERS) for module, line in BOUNDARIES])
 def test_a_deliberate_violation_breaks_its_contract(tmp_path, module, line, broken):
     src = tmp_path / 'src'
     shutil.copytree(ROOT / 'src' / 'agentrl', src / 'agentrl', ignore=shutil.ignore_patterns('__pycache__'))
@@ -41,3 +56,26 @@ def test_a_deliberate_violation_breaks_its_contract(tmp_path, module, line, brok
     out = lint(src)
     assert out.returncode != 0
     assert broken in out.stdout.split('Broken contracts')[1], out.stdout[-3000:]
+
+
+def test_the_tree_is_the_layers_and_the_readme_shows_it():
+    """``src/agentrl`` holds ``__init__.py``, ``cli.py`` and one package per layer, each with a docstring; the
+    README's tree and the layers contract name the same packages, top to bottom."""
+    import configparser
+    import re
+    pkg = ROOT / 'src' / 'agentrl'
+    entries = {p.name for p in pkg.iterdir() if p.name != '__pycache__'}
+    packages = {p.name for p in pkg.iterdir() if (p / '__init__.py').exists()}
+    assert entries - packages == {'__init__.py', 'cli.py'}
+    for name in packages:
+        assert ((pkg / name / '__init__.py').read_text().lstrip().startswith('"""')), name
+    contract = configparser.ConfigParser()
+    contract.read(ROOT / '.importlinter')
+    layers = [m for line in contract['importlinter:contract:layers']['layers'].split('\n') if line.strip()
+              for m in re.split(r'[|:]', line) if m.strip()]
+    layers = [m.strip() for m in layers]
+    assert set(layers) == packages | {'cli'}
+    readme = (ROOT / 'README.md').read_text()
+    tree = readme[readme.index('src/agentrl/ '):]
+    shown = re.findall(r'^[├└]── (\w+)(?:/|\.py)', tree, flags=re.M)
+    assert shown == layers, shown

@@ -48,7 +48,7 @@ def _masked_nll(logits, ids, mask):
 
 def _ending_in_pad(tok, task):
     """A truncated episode whose last call is ``edit <pad> <pad>``: its own last two tokens are id 0."""
-    from agentrl.render import EpisodeBuilder
+    from agentrl.rendering.trajectory import EpisodeBuilder
     ep = EpisodeBuilder(tok)
     ep.prompt(task.prompt)
     ep.call(tok.encode('read') + [tok.stop_id])
@@ -60,7 +60,7 @@ def _ending_in_pad(tok, task):
 def test_padding_free_forward_matches_padded_forward(small_model, oracle_demos, blind_trajs, tok):
     """The padding-free training forward (rows bucketed by length, padding never computed) against
     the plain padded forward of every column: same logits at real positions, same gradients."""
-    from agentrl.model import length_buckets, lengths_from_padding
+    from agentrl.policies.tinyagent import length_buckets, lengths_from_padding
     batch = arl.collate(oracle_demos[:16] + blind_trajs[:16], tok.pad_id)
     ids, lengths, mask = batch['ids'], batch['lengths'], batch['action_mask']
     assert tok.pad_id == 0 and len(set(lengths.tolist())) >= 4
@@ -89,7 +89,7 @@ def test_padding_free_forward_matches_padded_forward(small_model, oracle_demos, 
 
 
 def test_full_length_rows_take_the_plain_forward(small_model, oracle_demos, tok, monkeypatch):
-    import agentrl.model as M
+    import agentrl.policies.tinyagent as M
     ids = torch.stack([oracle_demos[0].ids, oracle_demos[0].ids.flip(0)])  # [2, T], no row ends in id 0
     assert (ids[:, -1] != 0).all()
     with torch.no_grad():
@@ -103,7 +103,7 @@ def test_full_length_rows_take_the_plain_forward(small_model, oracle_demos, tok,
 
 
 def test_lengths_read_off_trailing_pad_ids(small_model, oracle_demos, train_tasks, tok):
-    from agentrl.model import lengths_from_padding
+    from agentrl.policies.tinyagent import lengths_from_padding
     # a 0 inside a row is a token; only the trailing run is padding; an all-pad row has length 0
     ids = torch.tensor([[5, 0, 0, 7], [5, 0, 7, 0], [5, 7, 0, 0], [0, 0, 0, 0]])
     assert lengths_from_padding(ids).tolist() == [4, 3, 2, 0]

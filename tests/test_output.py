@@ -15,7 +15,7 @@ from rich.console import Console
 from agentrl.cli import _demo_table
 from agentrl.experiments.chapter15.reproduction import Reproduction
 from agentrl.recipes.outcomes import mean_return, success_rate, zero_one
-from agentrl.terminal import PIPE_WIDTH, console
+from agentrl.runtime.terminal import PIPE_WIDTH, console
 
 ROOT = Path(__file__).resolve().parents[1]
 

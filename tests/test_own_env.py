@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from agentrl.rollout import rollout_groups
+from agentrl.rollouts.engine import rollout_groups
 
 import agentrl as arl
 from agentrl.recipes.dpo import episode_logp, preference_loss
@@ -94,7 +94,7 @@ def test_demos_render_as_the_renderer_replays_them(renderer):
         stripped = [arl.strip_wrappers(d) for d in demos[:2]]
         assert len(arl.check_rendering(stripped, tok, env=ENV, tasks=TRAIN)) == 2
     else:
-        from agentrl.chat import replay
+        from agentrl.rendering.chat import replay
         for demo in demos:
             again = replay(demo, tok, env=ENV, tasks=TRAIN)
             assert torch.equal(again.ids, demo.ids) and torch.equal(again.owner, demo.owner)

@@ -12,7 +12,7 @@ import torch
 pytest.importorskip('transformers')
 
 import agentrl as arl  # noqa: E402
-from agentrl.pretrained import SMOLLM2_INSTALL, PretrainedError, load_pretrained, smollm2_file  # noqa: E402
+from agentrl.policies.pretrained import SMOLLM2_INSTALL, PretrainedError, load_pretrained, smollm2_file  # noqa: E402
 
 from hfkit import bpe_tokenizer, tiny_llama_folder  # noqa: E402
 
@@ -98,7 +98,7 @@ def test_the_columns_every_row_shares_run_once_with_the_same_values_and_gradient
     renderer = policy.renderer()
     demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:4]]
     batch = arl.collate(demos, renderer.pad_id)
-    from agentrl.hf import shared_columns
+    from agentrl.policies.hf import shared_columns
     assert shared_columns(batch['ids']) >= policy.shared_prefix  # the system message: the calls described
     trained = [p for p in policy.parameters() if p.requires_grad]
     with torch.no_grad():
@@ -112,7 +112,7 @@ def test_the_columns_every_row_shares_run_once_with_the_same_values_and_gradient
     (l_a, g_a), (l_b, g_b) = out.values()
     assert torch.allclose(l_a, l_b, atol=1e-6) and all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_a, g_b))
     # a rollout's prefill: the prompts' common start fed once, then each row's own tokens -> the logits of a full run
-    from agentrl.rollout import _CachedDecoder
+    from agentrl.rollouts.engine import _CachedDecoder
     prompts = [renderer.new_episode(arl.BugFixEnv()).prompt(t.prompt) for t in TRAIN[:3]]
     logits = {}
     for share in (8, 10 ** 9):

@@ -12,7 +12,7 @@ pytest.importorskip('transformers', reason='the pretrained path needs the pretra
 pytest.importorskip('peft', reason="LoRA needs peft (pip install -e '.[pretrained]')")
 
 import agentrl as arl  # noqa: E402
-from agentrl.pretrained import load_pretrained  # noqa: E402
+from agentrl.policies.pretrained import load_pretrained  # noqa: E402
 
 from hfkit import tiny_llama_folder  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_a_policy_that_cannot_be_loaded_is_refused_in_one_line_before_any_work(t
 
 def test_the_pretrained_budgets_are_the_presets_and_any_setting_wins_over_them():
     from agentrl.experiments.chapter15.config import budget_name, resolve
-    from agentrl.experiments.chapter15.envs import get_env
+    from agentrl.experiments.chapter15.env_registry import get_env
     from agentrl.experiments.chapter15.real_model import BUDGETS
     env = get_env('bugfix')
     config, _ = resolve(env=env, policy='smollm2')

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentrl.model import TinyAgentConfig
+from agentrl.policies.tinyagent import TinyAgentConfig
 
 import agentrl as arl
 from agentrl.experiments.chapter15 import figures, report

@@ -9,8 +9,8 @@ import agentrl as arl
 from agentrl.envs import TextEnv
 from agentrl.recipes.credit import group_credit, rewards_to_go, turn_advantages
 from agentrl.recipes.outcomes import NoSignalWarning, returns_seen, success_rate
-from agentrl.render import Trajectory
-from agentrl.rollout import rollout_groups
+from agentrl.rendering.trajectory import Trajectory
+from agentrl.rollouts.engine import rollout_groups
 
 
 class Code:

@@ -206,7 +206,7 @@ def test_fresh_model_calls_are_cut_at_the_limit(fresh_rollouts, tok):
 
 def test_sample_next_draws_from_the_softmax_and_never_a_zero_probability_token():
     """The rollout's inverse-CDF sampler: frequencies match softmax(logits / T), log-probs are exact, masked tokens never come."""
-    from agentrl.rollout import sample_next
+    from agentrl.rollouts.engine import sample_next
     logits = torch.tensor([[0.0, 1.0, 2.0, float('-inf'), -1.0]]).repeat(40_000, 1)  # (n, V)
     gen = torch.Generator().manual_seed(0)
     tokens, logp = sample_next(logits, temperature=2.0, generator=gen)

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from agentrl.model import TinyAgentConfig
+from agentrl.policies.tinyagent import TinyAgentConfig
 
 from agentrl.cli import build_parser, main
 from agentrl.envs.bugfix.tasks import FAMILIES

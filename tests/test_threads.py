@@ -1,4 +1,4 @@
-"""A small model trains and samples at one torch thread (``agentrl.threads``), and torch's count comes back after.
+"""A small model trains and samples at one torch thread (``agentrl.runtime.threads``), and torch's count comes back after.
 
 The module runs on 2 threads where a test says so (conftest puts every module on one): the library must lower it
 for a small model inside its functions and restore it on return, on an exception too; a large model, the

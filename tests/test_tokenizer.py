@@ -5,7 +5,7 @@ import pytest
 
 import agentrl as arl
 from agentrl.envs.bugfix.vocab import reachable_sources
-from agentrl.tokenizer import SPECIALS, Tokenizer
+from agentrl.rendering.tokenizer import SPECIALS, Tokenizer
 
 ALL = arl.make_tasks('all')
 
@@ -28,7 +28,7 @@ def test_vocab_size_and_special_ids(tok):
 
 def test_pad_is_id_0(tok):
     """The invariant the model's padding-free forward reads padding by: <pad> is id 0 in every vocabulary."""
-    from agentrl.tokenizer import PAD, PAD_ID
+    from agentrl.rendering.tokenizer import PAD, PAD_ID
     assert PAD_ID == 0 and SPECIALS[0] == PAD and tok.pad_id == PAD_ID
     assert Tokenizer(list(SPECIALS) + ['a', 'b']).pad_id == 0
     with pytest.raises(ValueError):

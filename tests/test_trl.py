@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer on agentrl environments (``agentrl.trl_bridge``): both doors, two real trainer steps each.
+"""TRL's GRPOTrainer on agentrl environments (``agentrl.integrations.trl``): both doors, two real trainer steps each.
 
 ``environment_factory``: an environment the docs do not show (``Lamps``: calls with an enum argument, a cost per
 step, partial credit at the end) goes through ``arl.trl_environment`` as the docs call it; a two-layer Qwen2 built
@@ -28,7 +28,7 @@ trl = pytest.importorskip('trl', reason="TRL is not installed (pip install -e '.
 import torch
 
 import agentrl as arl
-from agentrl.trl_bridge import ENDED, TRL_TEMPLATES, scripted_conversations, tool_methods
+from agentrl.integrations.trl import ENDED, TRL_TEMPLATES, scripted_conversations, tool_methods
 
 EXAMPLE = Path(__file__).resolve().parent.parent / 'examples' / 'trl_grpo.py'
 COLOURS = ('red', 'green', 'blue')
@@ -229,7 +229,7 @@ def test_every_template_named_in_trl_templates_is_one_trl_parses_tool_calls_from
 def test_a_template_trl_cannot_parse_tool_calls_from_gets_a_one_line_error_naming_the_fix(style):
     from hfkit import bpe_tokenizer
 
-    from agentrl.hf import word_tokenizer
+    from agentrl.policies.hf import word_tokenizer
     tok = bpe_tokenizer('chatml') if style == 'chatml' else word_tokenizer(arl.build_tokenizer(TASKS, env=Lamps))
     with pytest.raises(ValueError) as err:
         arl.trl_environment(Lamps, TASKS, tokenizer=tok)
@@ -310,7 +310,7 @@ def test_tool_reply_tokens_are_masked_out_of_the_loss(factory_run):
 def rollout_run():
     from transformers import PrinterCallback
 
-    from agentrl.hf import make_policy, word_renderer, word_tokenizer
+    from agentrl.policies.hf import make_policy, word_renderer, word_tokenizer
     word = arl.build_tokenizer(TASKS, env=Lamps)
     torch.manual_seed(0)
     policy = make_policy('gpt2', word, d_model=32, n_layers=1, n_heads=2)
@@ -367,7 +367,7 @@ def test_rollout_func_trains_on_the_policys_tokens_of_episodes_the_environment_p
 
 
 def test_episode_record_splits_agentrls_trajectory_at_the_first_call():
-    from agentrl.trl_bridge import episode_record
+    from agentrl.integrations.trl import episode_record
     word = arl.build_tokenizer(TASKS, env=Lamps)
     traj = arl.scripted_rollout(Oracle(), Lamps(), TASKS[2], word)
     rec = episode_record(traj)
@@ -383,7 +383,7 @@ def test_rollout_func_plays_through_any_chat_template_with_agentrls_chat_rendere
     from hfkit import bpe_tokenizer
     from transformers import AutoModelForCausalLM
 
-    from agentrl.hf import hf_config
+    from agentrl.policies.hf import hf_config
     tok = bpe_tokenizer('chatml')
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(hf_config('gpt2', len(tok), d_model=32, n_layers=1, n_heads=2))

@@ -23,12 +23,12 @@ _LAZY = {
     'Arg': 'envs.calls', 'Call': 'envs.calls', 'describe_calls': 'envs.calls',  # calls, described for a language model
     'from_gem': 'envs.adapters.gem', 'from_textarena': 'envs.adapters.textarena',  # other libraries' environments
     'SeedTask': 'envs.adapters.seeds', 'seed_splits': 'envs.adapters.seeds', 'seed_tasks': 'envs.adapters.seeds',
-    'load_model': 'checkpoint', 'save_checkpoint': 'checkpoint',
+    'load_model': 'policies.checkpoint', 'save_checkpoint': 'policies.checkpoint',
     'JsonlLogger': 'loggers', 'Logger': 'loggers', 'MemoryLogger': 'loggers', 'TensorBoardLogger': 'loggers',
     'open_run': 'loggers', 'read_jsonl': 'loggers',
-    'TinyAgent': 'model', 'TinyAgentConfig': 'model', 'entropy_from_logits': 'model', 'sequence_log_probs': 'model',
-    'HFPolicy': 'hf', 'ChatRenderer': 'chat', 'Policy': 'policy',  # transformers policies, chat templates
-    'load_pretrained': 'pretrained',  # a pretrained model offline: 'smollm2', a model folder or a .gguf file
+    'TinyAgent': 'policies.tinyagent', 'TinyAgentConfig': 'policies.tinyagent', 'entropy_from_logits': 'policies.tinyagent', 'sequence_log_probs': 'policies.tinyagent',
+    'HFPolicy': 'policies.hf', 'ChatRenderer': 'rendering.chat', 'Policy': 'rendering.protocols',  # transformers policies, chat templates
+    'load_pretrained': 'policies.pretrained',  # a pretrained model offline: 'smollm2', a model folder or a .gguf file
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',
@@ -44,12 +44,12 @@ _LAZY = {
     'select_sft_checkpoint': 'recipes.select',
     'sft_loss': 'recipes.sft', 'sft_train': 'recipes.sft',
     'star_iteration': 'recipes.star',
-    'OWNER': 'render', 'Trajectory': 'render', 'collate': 'render',
-    'rollout_batch': 'rollout', 'rollout_groups': 'rollout', 'scripted_rollout': 'rollout',
+    'OWNER': 'rendering.trajectory', 'Trajectory': 'rendering.trajectory', 'collate': 'rendering.trajectory',
+    'rollout_batch': 'rollouts.engine', 'rollout_groups': 'rollouts.engine', 'scripted_rollout': 'rollouts.engine',
     'NoSignalWarning': 'recipes.outcomes', 'mean_return': 'recipes.outcomes', 'success_rate': 'recipes.outcomes',
     'with_env_workers': 'envs.protocol',
-    'Tokenizer': 'tokenizer', 'build_tokenizer': 'tokenizer',
-    'trl_environment': 'trl_bridge', 'trl_monitors': 'trl_bridge', 'trl_rollout': 'trl_bridge',  # TRL's GRPOTrainer: environment_factory, rollout_func
+    'Tokenizer': 'rendering.tokenizer', 'build_tokenizer': 'rendering.tokenizer',
+    'trl_environment': 'integrations.trl', 'trl_monitors': 'integrations.trl', 'trl_rollout': 'integrations.trl',  # TRL's GRPOTrainer: environment_factory, rollout_func
 }
 """Every public name -> the module (relative to the package) that defines it."""
 

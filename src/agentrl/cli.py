@@ -9,10 +9,10 @@ def _demo(args):
     """Play the environment's scripted players on every task; print their pass rates (the share of episodes that pass)
     per group and split, or, where a return is neither 0 nor 1, their mean returns and success rates."""
     from .envs.protocol import env_attr
-    from .experiments.chapter15.envs import get_env
+    from .experiments.chapter15.env_registry import get_env
     from .recipes.outcomes import zero_one
-    from .rollout import scripted_rollout
-    from .terminal import console
+    from .rollouts.engine import scripted_rollout
+    from .runtime.terminal import console
 
     try:
         env = get_env(args.env)
@@ -39,7 +39,7 @@ def _demo_table(env, seeds: int, groups: list, played: list, binary: bool):
     from rich.table import Table
 
     from .recipes.outcomes import mean_return, success_rate
-    from .terminal import one_line
+    from .runtime.terminal import one_line
     what = '' if binary else ': mean return / success rate (a return that reaches 1)'  # 0/1: the share that pass
     table = Table(title=one_line(f'Scripted play on {env.title} ({seeds} seeds per task, the hidden reward){what}'))
     table.add_column('policy')
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='agentrl', description=__doc__)
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
 
-    from .experiments.chapter15.envs import DEFAULT, ENV_HELP
+    from .experiments.chapter15.env_registry import DEFAULT, ENV_HELP
     demo = sub.add_parser('demo', help="an environment's scripted players (oracle, blind, random) on every task")
     demo.add_argument('--seeds', type=int, default=4, help='episodes per task and policy (default 4)')
     demo.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment: {ENV_HELP}')
@@ -68,18 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .experiments.cli import add_commands
     add_commands(sub)
-    from .export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines
+    from .integrations.export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines
     add_export(sub)
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .runtime import keep_freed_memory
-    from .threads import torch_decides
-    keep_freed_memory()  # freed tensors are reused without page faults; no figure changes (runtime.py)
+    from .runtime.memory import keep_freed_memory
+    from .runtime.threads import torch_decides
+    keep_freed_memory()  # freed tensors are reused without page faults; no figure changes (runtime/memory.py)
     try:
-        with torch_decides():  # the commands set their own thread counts (reproduce, bench --threads): threads.py
+        with torch_decides():  # the commands set their own thread counts (reproduce, bench --threads): runtime/threads.py
             return args.func(args) or 0
     except KeyboardInterrupt:
         print('\ninterrupted; finished work is saved (resume with --resume where supported)', file=sys.stderr)

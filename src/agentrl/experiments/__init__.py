@@ -7,7 +7,7 @@
 - ``sweeps/``: many seeds of that reproduction and grids of variants (local or Ray backends), the
   statistics over seeds, ``sweep.md``, and ``compare``; built on ``chapter15/``;
 - ``bench/``: rollout, KV-cache and SFT-step throughput against a same-size Hugging Face peer, on the
-  chapter's workload (``chapter15/envs.py``'s BugFix);
+  chapter's workload (``chapter15/env_registry.py``'s BugFix);
 - ``workers.py``: what ``reproduce --jobs`` and the sweep backends share about worker processes
   (threads, the forkserver, ending workers, SIGTERM);
 - ``cli.py``: the argparse glue that registers the subcommands.

@@ -29,9 +29,9 @@ def _claims(args):
 
     from rich.table import Table
 
-    from ..terminal import console as new_console, one_line
+    from ..runtime.terminal import console as new_console, one_line
     from .chapter15.claims import check_claims, markdown, summary
-    from .chapter15.envs import DEFAULT, get_env
+    from .chapter15.env_registry import DEFAULT, get_env
     from .chapter15.reproduce_command import claims_table
     from .chapter15.reproduction import read_run
     if args.list:
@@ -97,7 +97,7 @@ def _show(args):
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
     from .chapter15.config import add_setting_args
-    from .chapter15.envs import DEFAULT, ENV_HELP
+    from .chapter15.env_registry import DEFAULT, ENV_HELP
     from .chapter15.parallel import parse_jobs
     from .workers import usable_cores
     rep = sub.add_parser('reproduce', help="run chapter 15's sections 15.1-15.6 and check its findings")

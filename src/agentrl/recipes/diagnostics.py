@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from ..chat import replay
+from ..rendering.chat import replay
 from ..envs.protocol import DEFAULT_ENV, env_attr, find_task
-from ..render import OWNER, Trajectory, collate
-from ..threads import small_model_threads
+from ..rendering.trajectory import OWNER, Trajectory, collate
+from ..runtime.threads import small_model_threads
 from .evaluation import action_entropy, pass_rate
 from .outcomes import DEFAULT_THRESHOLD, success_rate
 

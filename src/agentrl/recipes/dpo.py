@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from ..loggers.protocol import as_reporter, merge_eval
-from ..model import sequence_log_probs
-from ..render import collate
-from ..threads import small_model_threads
+from ..policies.tinyagent import sequence_log_probs
+from ..rendering.trajectory import collate
+from ..runtime.threads import small_model_threads
 from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
@@ -122,7 +122,7 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     the reference log-probs are still computed once, for every pair).
 
     The reference log-probs come from ``ref_model`` (default: ``policy`` as it is now; a policy with LoRA adapters
-    trains a fresh adapter on top, and its reference is that adapter switched off, ``lora.py``). With
+    trains a fresh adapter on top, and its reference is that adapter switched off, ``policies/lora.py``). With
     ``nll_weight > 0`` the chosen episodes' ``sft_loss`` is added (DPO + NLL, as in Iterative
     RPO). Each log row holds the step, the mean change of chosen and rejected log-probs from the
     reference (before that step's update, as the chapter logs them), and ``evaluate(policy)``.

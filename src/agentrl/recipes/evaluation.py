@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from ..envs.protocol import DEFAULT_ENV
-from ..model import entropy_from_logits
-from ..rollout import rollout_groups
-from ..threads import small_model_threads
+from ..policies.tinyagent import entropy_from_logits
+from ..rollouts.engine import rollout_groups
+from ..runtime.threads import small_model_threads
 
 
 @small_model_threads

@@ -36,10 +36,10 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..model import entropy_from_logits
-from ..render import collate
-from ..rollout import rollout_groups
-from ..threads import small_model_threads
+from ..policies.tinyagent import entropy_from_logits
+from ..rendering.trajectory import collate
+from ..rollouts.engine import rollout_groups
+from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction, is_read
 from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics

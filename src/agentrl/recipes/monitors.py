@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..model import entropy_from_logits
+from ..policies.tinyagent import entropy_from_logits
 from .diagnostics import informative_fraction, is_read
 from .outcomes import DEFAULT_THRESHOLD, mean_return, success_rate
 

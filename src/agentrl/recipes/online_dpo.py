@@ -24,8 +24,8 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter, merge_eval
-from ..render import collate
-from ..threads import small_model_threads
+from ..rendering.trajectory import collate
+from ..runtime.threads import small_model_threads
 from .diagnostics import is_read
 from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate

@@ -20,10 +20,10 @@ import torch.nn.functional as F
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..model import entropy_from_logits, sequence_log_probs
-from ..render import collate
-from ..rollout import rollout_groups
-from ..threads import small_model_threads
+from ..policies.tinyagent import entropy_from_logits, sequence_log_probs
+from ..rendering.trajectory import collate
+from ..rollouts.engine import rollout_groups
+from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import is_read
 from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics

@@ -13,7 +13,7 @@ from collections import Counter
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..threads import small_model_threads
+from ..runtime.threads import small_model_threads
 from .diagnostics import is_read
 from .evaluation import pass_rate
 from .monitors import filter_metrics, sample_metrics

@@ -45,9 +45,9 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..model import sequence_log_probs
-from ..render import collate
-from ..threads import small_model_threads
+from ..policies.tinyagent import sequence_log_probs
+from ..rendering.trajectory import collate
+from ..runtime.threads import small_model_threads
 from .diagnostics import informative_fraction, is_read
 from .evaluation import pass_rate
 from .monitors import batch_tokens, filter_metrics, grad_norm, logp_and_entropy, sample_metrics

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..threads import small_model_threads
+from ..runtime.threads import small_model_threads
 from .diagnostics import probe
 from .sft import sft_train
 

@@ -32,10 +32,10 @@ import torch
 from ..envs.play import oracle_calls
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..policy import as_renderer
-from ..render import Trajectory
-from ..rollout import rollout_groups
-from ..threads import small_model_threads
+from ..rendering.protocols import as_renderer
+from ..rendering.trajectory import Trajectory
+from ..rollouts.engine import rollout_groups
+from ..runtime.threads import small_model_threads
 from .diagnostics import is_read
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
 from .monitors import filter_metrics, sample_metrics

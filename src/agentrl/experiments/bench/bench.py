@@ -57,8 +57,8 @@ import time
 
 import torch
 
-from ...render import collate
-from ...threads import torch_decides
+from ...rendering.trajectory import collate
+from ...runtime.threads import torch_decides
 from .bench_render import render
 from .flops import bench_efficiency
 from .slow_env import bench_slow_env
@@ -86,7 +86,7 @@ def run(repeats: int = 5, threads: int = 2, n_tasks: int | None = None, episodes
     """Run every measurement -> one dict (JSON-serialisable) with the headline ratios at the top level.
 
     ``threads`` sets ``torch.set_num_threads`` for the run (restored afterwards; 0 leaves it alone); the library's
-    one thread for a small model (``agentrl.threads``) is off during the run, so ``threads`` is what is measured.
+    one thread for a small model (``agentrl.runtime.threads``) is off during the run, so ``threads`` is what is measured.
     ``repeats`` is the number of timed rounds per session (after one warm-up call of each item).
     The peer ratios are ``None`` when ``peer`` is false or transformers is missing.
     """
@@ -199,7 +199,7 @@ def _run(repeats, threads, n_tasks, episodes_per_task, weak_steps, sft_steps, sf
 def main_pretrained(args) -> int:
     """``agentrl bench --policy SOURCE``: ``pretrained_bench.run`` at ``--threads`` (restored afterwards)."""
     import json
-    from ...pretrained import PretrainedError
+    from ...policies.pretrained import PretrainedError
     from . import pretrained_bench
     before = torch.get_num_threads()
     if args.threads:

@@ -37,7 +37,7 @@ def render(res: dict, console=None) -> None:
     (min-max)), and GFLOP/s with the share of the GEMM peak measured in the same run."""
     from rich.table import Table
 
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     console = console or new_console()
     fr, sf, hg, hs, st = res['rollout_fresh'], res['rollout_sft'], res['hf_generate'], res['hf_sft_step'], res['sft_step']
     s, m, rat, eff = res['settings'], res['machine'], res.get('ratios') or {}, res.get('efficiency')

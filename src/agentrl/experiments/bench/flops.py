@@ -11,9 +11,9 @@ import copy
 
 import torch
 
-from ...model import length_buckets, lengths_from_padding
+from ...policies.tinyagent import length_buckets, lengths_from_padding
 from ...recipes.sft import sft_loss
-from ...rollout import sample_next
+from ...rollouts.engine import sample_next
 from .timing import pair_ratio, timed, timed_interleaved, train_step_fn
 
 # --- FLOP counts (matmuls only, 2 FLOPs per multiply-add) -------------------------------------------

@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from ..chapter15.envs import DEFAULT, get_env
-from ...policy import as_renderer
-from ...render import Trajectory
+from ..chapter15.env_registry import DEFAULT, get_env
+from ...rendering.protocols import as_renderer
+from ...rendering.trajectory import Trajectory
 
 CHAPTER = get_env(DEFAULT)
 """The chapter's workload: the BugFix gym (its tasks, players and tokenizer)."""
@@ -85,7 +85,7 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
 
 def trained_gpt2(tok, weak_play, demos, weak_steps: int, sft_steps: int, log=print):
     """The benchmark's GPT-2 ``HFPolicy``: the TinyAgent's shape, then section 15.2's weak base and oracle SFT."""
-    from ...hf import make_policy
+    from ...policies.hf import make_policy
     from ...recipes.sft import sft_train
     torch.manual_seed(0)
     model = make_policy('gpt2', tok)
@@ -102,7 +102,7 @@ def bench_engine_vs_generate(model, tasks, tok, repeats: int, seed: int = 0) -> 
 
     One warm-up call of each, then ``repeats`` rounds (engine, loop; reversed every other round): the
     ratio is the median of the per-round pair ratios (``timing.timed_interleaved`` and ``timing.pair_ratio``)."""
-    from ...rollout import rollout_batch
+    from ...rollouts.engine import rollout_batch
     from .timing import pair_ratio, timed_interleaved
 
     def ours():
@@ -135,8 +135,8 @@ def run(tok, train, weak_play, weak_steps: int, sft_steps: int, repeats: int, ep
     """The benchmark's ``hf_engine_vs_generate_loop`` items: a fresh GPT-2 ``HFPolicy`` (episodes run to the turn
     limit) and one trained as ``workloads.build_models`` trains the TinyAgent (weak base, then oracle SFT: short
     episodes), each played on ``episodes_per_task`` episodes of every train task by both loops."""
-    from ...hf import make_policy
-    from ...rollout import scripted_rollout
+    from ...policies.hf import make_policy
+    from ...rollouts.engine import scripted_rollout
     tasks = [t for t in train for _ in range(episodes_per_task)]
     torch.manual_seed(0)
     fresh = make_policy('gpt2', tok)

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from ...recipes.sft import sft_train
-from ...render import collate
-from ...rollout import scripted_rollout
+from ...rendering.trajectory import collate
+from ...rollouts.engine import scripted_rollout
 from .hf_loop import CHAPTER, bench_engine_vs_generate
 from .timing import pair_ratio, timed_interleaved
 
@@ -72,7 +72,7 @@ def decode_step_fn(policy, batch: int, prompt_len: int, seed: int = 0):
 def run(source: str = 'smollm2', repeats: int = 3, episodes_per_task: int = 2, sft_steps: int = 20,
         sft_batch: int = 8, lora_rank: int = 16, lr: float = 2e-3, log=print) -> dict:
     """Every comparison of the module docstring -> one JSON-serialisable dict."""
-    from ...pretrained import load_pretrained
+    from ...policies.pretrained import load_pretrained
     t_start = time.perf_counter()
     policy = load_pretrained(source, lora_rank=lora_rank, quiet=True)
     tok = policy.renderer()

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from ...envs.base import TextEnv
-from ...model import TinyAgent
-from ...rollout import rollout_batch
-from ...tokenizer import build_tokenizer
+from ...policies.tinyagent import TinyAgent
+from ...rollouts.engine import rollout_batch
+from ...rendering.tokenizer import build_tokenizer
 from .timing import pair_ratio, timed_interleaved
 
 

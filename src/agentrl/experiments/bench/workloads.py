@@ -14,11 +14,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..chapter15.envs import DEFAULT, get_env
-from ...model import TinyAgent
+from ..chapter15.env_registry import DEFAULT, get_env
+from ...policies.tinyagent import TinyAgent
 from ...recipes.sft import sft_train
-from ...render import OWNER, collate
-from ...rollout import rollout_batch, sample_next, scripted_rollout
+from ...rendering.trajectory import OWNER, collate
+from ...rollouts.engine import rollout_batch, sample_next, scripted_rollout
 from .flops import computed_forward_flops, tiny_sft_step
 from .timing import pair_ratio, timed_interleaved, train_step_fn
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import parallel
 from .config import Ch15Config
-from .envs import DEFAULT
+from .env_registry import DEFAULT
 from .reproduction import Reproduction, check_seed
 
 

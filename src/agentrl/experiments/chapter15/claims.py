@@ -323,7 +323,7 @@ CLAIMS = (
 
 def context(env) -> Context:
     """A ``Context`` for an environment: a ``ChapterEnv``, or its ``--env`` name."""
-    from .envs import get_env
+    from .env_registry import get_env
     env = get_env(env) if isinstance(env, str) else env
     return Context(is_read=env.read_call() or (lambda call: False), lacks=env.lacks())
 
@@ -333,7 +333,7 @@ def check_claims(results: dict, env=None) -> list:
     ``--env`` name (default the chapter's). ``holds`` is None (``measured``: ``'n/a: why'``) for a claim that does
     not apply: the environment lacks what it needs, or the settings leave nothing to compare. A figure the run
     lacks fails its claim."""
-    from .envs import DEFAULT
+    from .env_registry import DEFAULT
     ctx = context(DEFAULT if env is None else env)
     rows = []
     for claim in CLAIMS:

@@ -19,7 +19,7 @@ Three kinds of key, all settable the same way:
 Every key has a valid range (``RANGES``: its least value is where a section stops working, e.g.
 ``rft_rounds >= 2`` because 15.6 deduplicates round 2's kept episodes), checked whenever a
 ``Ch15Config`` is made; ``check_env`` adds the limits an environment sets. This module imports
-neither torch nor the model: the model's fields are read from ``model.py``'s source with ``ast``,
+neither torch nor the model: the model's fields are read from ``policies/tinyagent.py``'s source with ``ast``,
 so a bad key or value fails in milliseconds, before any work starts, with one line naming the key
 and its range.
 """
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from ...precision import DEVICES, DTYPES
+from ...policies.precision import DEVICES, DTYPES
 
 MODEL = 'model.'
 """Prefix of the model's keys."""
@@ -310,7 +310,7 @@ class Knob:
     kind: str
     """``'int'``, ``'float'`` or ``'str'`` (a word of ``RANGES[key].choices``)."""
     default: object
-    """Its default (for model keys: the value in ``model.py``'s source)."""
+    """Its default (for model keys: the value in ``policies/tinyagent.py``'s source)."""
     doc: str
     """What it sets."""
     group: str
@@ -341,7 +341,7 @@ def _dataclass_fields(path: Path, name: str) -> dict:
 @lru_cache(maxsize=None)
 def model_fields() -> dict:
     """``{'model.FIELD': Knob}`` for every int or float field of ``TinyAgentConfig`` but ``vocab_size``."""
-    src = Path(__file__).resolve().parents[2] / 'model.py'
+    src = Path(__file__).resolve().parents[2] / 'policies' / 'tinyagent.py'
     return {MODEL + name: Knob(MODEL + name, ann, default, doc, 'model')
             for name, (ann, default, doc) in _dataclass_fields(src, 'TinyAgentConfig').items()
             if name != 'vocab_size' and ann in ('int', 'float')}
@@ -524,8 +524,8 @@ def effective(config: Ch15Config, vocab_size: int | None = None, env=None, polic
     (``check_env``), and lets the model check its own settings (imports torch; ``RANGES`` holds the same limits, so
     a bad one has already been refused); ValueError naming the key.
     """
-    from ...model import TinyAgentConfig
-    from .envs import DEFAULT, get_env
+    from ...policies.tinyagent import TinyAgentConfig
+    from .env_registry import DEFAULT, get_env
     from .real_model import is_pretrained
     env = env or get_env(DEFAULT)
     if is_pretrained(policy):  # the TinyAgent's config describes no part of it

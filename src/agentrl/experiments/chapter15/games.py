@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ...envs.adapters import seed_splits
-from ...tokenizer import build_tokenizer
-from .envs import SPLITS, ChapterEnv
+from ...rendering.tokenizer import build_tokenizer
+from .env_registry import SPLITS, ChapterEnv
 
 GAME = 'game:GuessTheNumber-v0-hard'
 N_TRAIN, N_HELDOUT = 24, 12

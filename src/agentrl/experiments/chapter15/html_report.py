@@ -23,8 +23,8 @@ import html
 import json
 from pathlib import Path
 
-from ...render import OWNER
-from ...viewer import COLORS, CSS as TRAJ_CSS
+from ...rendering.trajectory import OWNER
+from ...rendering.viewer import COLORS, CSS as TRAJ_CSS
 from .markdown_html import markdown_to_html
 from .monitors_page import monitors_html
 from .page_assets import PAGE_CSS, PAGE_JS
@@ -58,7 +58,7 @@ def build(run_dir, out=None, checkpoint: str | None = None, logdir=None) -> Path
     "Training monitors" section (``monitors_page``; default: the one the run recorded, else ``DIR/logs``)."""
     from . import report
     from .claims import check_claims, tally
-    from .envs import DEFAULT, get_env
+    from .env_registry import DEFAULT, get_env
     run_dir = Path(run_dir)
     results_path, transcript_path = run_dir / 'results.json', run_dir / 'transcript.txt'
     if not results_path.is_file():
@@ -89,8 +89,8 @@ def build(run_dir, out=None, checkpoint: str | None = None, logdir=None) -> Path
 
     model = None
     if checkpoint:
-        from ...checkpoint import load_model
-        from ...export import run_tokenizer
+        from ...policies.checkpoint import load_model
+        from ...integrations.export import run_tokenizer
         path = run_dir / 'checkpoints' / f'{checkpoint}.safetensors'
         if not path.is_file():
             have = sorted(p.stem for p in (run_dir / 'checkpoints').glob('*.safetensors'))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...render import OWNER
-from ...viewer import COLORS
+from ...rendering.trajectory import OWNER
+from ...rendering.viewer import COLORS
 
 PAIRS_FILE = 'dpo_pairs.json'
 EXTRA_LABELS = {'rft_round2_kept': 'RFT round 2, kept episodes', 'dpo_pairs': 'DPO pairs (chosen, rejected, ...)',
@@ -42,8 +42,8 @@ def heat_logprobs(model, trajs, batch: int = 64) -> list:
     """Log-prob of every trained (policy) token under ``model`` -> one list per trajectory, in mask order."""
     import torch
 
-    from ...model import sequence_log_probs
-    from ...render import collate
+    from ...policies.tinyagent import sequence_log_probs
+    from ...rendering.trajectory import collate
     out, block = [], model.config.block_size
     model.eval()
     for k in range(0, len(trajs), batch):
@@ -61,7 +61,7 @@ def heat_logprobs(model, trajs, batch: int = 64) -> list:
 
 def load_episode_files(folder: Path) -> dict:
     """``episodes/*.json`` -> {name: trajectories}, the chapter's policies first (in ``POLICIES`` order), no empty files."""
-    from ...trajio import load_trajectories
+    from ...rendering.trajio import load_trajectories
     from .reproduction import POLICIES
     folder = Path(folder)
     files = sorted(folder.glob('*.json')) if folder.is_dir() else []
@@ -98,9 +98,9 @@ def page_data(run_dir: Path, model=None, checkpoint: str | None = None, env=None
     """Everything the page's JS needs: vocabulary, owners, colours, episodes per policy, DPO pairs, task splits.
 
     The vocabulary is the run's own (its checkpoints'); ``env`` (an ``envs.ChapterEnv``, default the run's) gives the tasks."""
-    from ...export import run_tokenizer
-    from ...trajio import load_trajectories
-    from .envs import run_env
+    from ...integrations.export import run_tokenizer
+    from ...rendering.trajio import load_trajectories
+    from .env_registry import run_env
     env = env or run_env(run_dir)
     folder = Path(run_dir) / 'episodes'
     episodes = load_episode_files(folder)

@@ -193,7 +193,7 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
     import torch
 
     from .config import Ch15Config
-    from .envs import DEFAULT
+    from .env_registry import DEFAULT
     from .reproduction import Reproduction
 
     run = Reproduction(Path(out), seed=seed, resume=True, log=lambda line: None, config=Ch15Config(**config),

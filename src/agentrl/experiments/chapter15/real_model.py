@@ -44,7 +44,7 @@ def check_policy(policy: str) -> None:
     pretrained ``policy`` that cannot be loaded; checked before any work."""
     if not is_pretrained(policy):
         return
-    from ...pretrained import PretrainedError, needs, resolve_source
+    from ...policies.pretrained import PretrainedError, needs, resolve_source
     try:
         resolve_source(policy)
         needs('transformers', 'peft')
@@ -55,5 +55,5 @@ def check_policy(policy: str) -> None:
 def load_policy(policy: str, lora_rank: int, seed: int, dtype: str = 'auto', device: str = 'auto'):
     """A fresh copy of the pretrained ``policy`` (an ``hf.HFPolicy``) with LoRA adapters of ``lora_rank`` drawn from
     ``seed`` (0: every weight trains), in the precision ``precision.resolve(dtype, device)`` gives."""
-    from ...pretrained import load_pretrained
+    from ...policies.pretrained import load_pretrained
     return load_pretrained(policy, dtype=dtype, device=device, lora_rank=lora_rank, seed=seed, quiet=True)

@@ -28,7 +28,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     ``claims.check_claims`` rows; ``env``: the run's ``envs.ChapterEnv`` (default the chapter's own). The chapter's
     printed figures stand beside this run's only on the environment that has its bands (they were measured there)."""
     from .claims import summary
-    from .envs import DEFAULT, get_env
+    from .env_registry import DEFAULT, get_env
     R = results
     env = env or get_env(DEFAULT)
     ch = env.bands is not None

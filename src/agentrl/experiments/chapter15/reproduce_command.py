@@ -23,14 +23,14 @@ def main_reproduce(args) -> int:
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
     from ..lock import FolderInUse
     from .config import resolve
-    from .envs import get_env
+    from .env_registry import get_env
     try:  # the environment and every setting are checked before anything runs (and before torch is imported)
         env = get_env(args.env)
         config, overrides = resolve(args.smoke, args.config, args.sets, env=env, policy=args.policy)
     except ValueError as e:
         return error('reproduce', e)
     jobs = start_workers(args)
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     console = new_console()
     t0 = time.perf_counter()
     try:  # model settings and --resume into another config are refused here, before any section runs
@@ -156,7 +156,7 @@ def print_findings(console, run, outputs: dict, args, seconds: float) -> int:
     -> the exit status (``--strict``: 1 unless every one that applies holds)."""
     from rich.table import Table
 
-    from ...terminal import one_line
+    from ...runtime.terminal import one_line
     from .claims import summary, tally
     out, findings, claims = Path(args.out), outputs['findings'], outputs['claims']
     arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
@@ -188,7 +188,7 @@ def claims_table(claims, title):
     """The claims of one run as a rich table (a claim that does not apply: n/a, and why)."""
     from rich.table import Table
 
-    from ...terminal import one_line
+    from ...runtime.terminal import one_line
     table = Table(title=one_line(title))
     for col in ('claim', 'decided by', 'measured', 'holds'):
         table.add_column(col)

@@ -34,19 +34,19 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...checkpoint import load_model, save_checkpoint
+from ...policies.checkpoint import load_model, save_checkpoint
 from ...loggers import open_run, run_dir, tensorboard_available
-from ...model import TinyAgent
+from ...policies.tinyagent import TinyAgent
 from ...recipes.diagnostics import describe
 from ...recipes.evaluation import pass_rate
 from ...recipes.outcomes import success_rate
-from ...render import collate
-from ...rollout import scripted_rollout
-from ...trajio import save_trajectories
+from ...rendering.trajectory import collate
+from ...rollouts.engine import scripted_rollout
+from ...rendering.trajio import save_trajectories
 from .beyond import Beyond
 from ..lock import FolderLock
 from .config import Ch15Config, describe_differences, differences, effective
-from .envs import DEFAULT, get_env
+from .env_registry import DEFAULT, get_env
 from .provenance import collect as collect_provenance
 from .real_model import check_policy, is_pretrained, load_policy
 from .sections import Sections
@@ -268,7 +268,7 @@ class Reproduction(Sections, Beyond):
             return load_policy(self.policy, self.cfg.lora_rank, self.seed, self.cfg.dtype, self.cfg.device)
         if self.policy == 'tiny':
             return TinyAgent(self.tok.vocab_size, **self.cfg.model)
-        from ...hf import make_policy
+        from ...policies.hf import make_policy
         m = self.config_record['model']
         return make_policy(self.policy, self.tok, d_model=m['d_model'], n_layers=m['n_layers'], n_heads=m['n_heads'])
 

@@ -16,16 +16,16 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
-from ...model import sequence_log_probs
+from ...policies.tinyagent import sequence_log_probs
 from ...recipes.diagnostics import probe_episodes, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ...recipes.reinforce import train_rl
 from ...recipes.outcomes import is_success, success_rate, zero_one
 from ...recipes.rejection import dedup_by_actions, expert_iteration, family_share, keep_successes
 from ...recipes.sft import sft_loss, sft_train
-from ...render import OWNER, collate
-from ...rollout import scripted_rollout
-from ...trajio import load_trajectories, save_trajectories
+from ...rendering.trajectory import OWNER, collate
+from ...rollouts.engine import scripted_rollout
+from ...rendering.trajio import load_trajectories, save_trajectories
 from .probes import probe_labels
 
 GRAD_ROWS = 8

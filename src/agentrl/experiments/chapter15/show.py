@@ -17,8 +17,8 @@ def main_show(args) -> int:
     (``agentrl show: error: ...``, exit status 1) saying what is missing and what writes it."""
     from rich.rule import Rule
 
-    from ...terminal import console as new_console, rule_width
-    from ...viewer import trajectory_text
+    from ...runtime.terminal import console as new_console, rule_width
+    from ...rendering.viewer import trajectory_text
     console = new_console()
     try:
         source, trajs, tok, n = oracle_demo(args) if args.dir is None else run_episodes(args, console)
@@ -42,8 +42,8 @@ def main_show(args) -> int:
 
 def oracle_demo(args) -> tuple:
     """No run folder: the oracle's episode of every train task of ``--env`` -> (source, episodes, tokenizer, how many)."""
-    from ...rollout import scripted_rollout
-    from .envs import DEFAULT, get_env
+    from ...rollouts.engine import scripted_rollout
+    from .env_registry import DEFAULT, get_env
     try:
         env = get_env(getattr(args, 'env', None) or DEFAULT)
     except ValueError as e:
@@ -56,8 +56,8 @@ def oracle_demo(args) -> tuple:
 def run_episodes(args, console) -> tuple:
     """A run folder's saved episodes of ``--policy`` (default: the first of the chapter's policies it has) ->
     (source, episodes, tokenizer, how many); ValueError naming what the folder lacks."""
-    from ...export import run_tokenizer
-    from ...trajio import load_trajectories
+    from ...integrations.export import run_tokenizer
+    from ...rendering.trajio import load_trajectories
     from .reproduction import POLICIES
     run = Path(args.dir)
     if not run.is_dir():

@@ -19,7 +19,7 @@ def error(e) -> int:
 
 def default_out(number: int, env: str, seeds) -> str:
     """``runs/exercise3`` (on the chapter's environment), ``runs/exercise3-wiring`` (another), ``...-sweep`` (seeds)."""
-    from ..chapter15.envs import DEFAULT
+    from ..chapter15.env_registry import DEFAULT
     tail = '' if env == DEFAULT else '-' + re.sub(r'[^A-Za-z0-9_.-]+', '_', env)
     return f'runs/exercise{number}{tail}' + ('-sweep' if seeds else '')
 
@@ -36,7 +36,7 @@ def main(args) -> int:
     if args.list:
         return list_exercises()
     from ..chapter15.config import resolve
-    from ..chapter15.envs import DEFAULT, get_env
+    from ..chapter15.env_registry import DEFAULT, get_env
     from ..chapter15.reproduction import read_run
     from .catalog import get_spec
     try:
@@ -72,7 +72,7 @@ def main(args) -> int:
 
 def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     """One seed: the question, the exercise's lines as it runs, then its answers."""
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     from ..lock import FolderInUse
     from ..workers import pin_threads
     from .workbench import ExerciseRun
@@ -111,7 +111,7 @@ def print_answers(console, rows, title) -> None:
 def add_parser(sub):
     """Register ``agentrl exercise`` on an argparse subparsers object."""
     from ..chapter15.config import add_setting_args
-    from ..chapter15.envs import ENV_HELP
+    from ..chapter15.env_registry import ENV_HELP
     from ..sweeps.seeds import parse_seeds
     p = sub.add_parser('exercise', help="one of chapter 15's seven exercises, answered by a run (--list shows them)",
                        description=__doc__.split('\n\n')[0])

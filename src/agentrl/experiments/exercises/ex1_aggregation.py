@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import torch
 
-from ...model import sequence_log_probs
+from ...policies.tinyagent import sequence_log_probs
 from ...recipes.outcomes import is_success
-from ...render import collate
+from ...rendering.trajectory import collate
 from .answers import Answer, Undecided
 from .pooling import rounded, spread
 

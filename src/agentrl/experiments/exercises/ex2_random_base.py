@@ -20,7 +20,7 @@ import torch
 from ...recipes.diagnostics import describe
 from ...recipes.rejection import expert_iteration
 from ...recipes.sft import sft_train
-from ...rollout import scripted_rollout
+from ...rollouts.engine import scripted_rollout
 from .answers import Answer
 from .pooling import mean, rounded
 

@@ -25,10 +25,10 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from ...model import sequence_log_probs
+from ...policies.tinyagent import sequence_log_probs
 from ...recipes.outcomes import NoSignalWarning, is_success
 from ...recipes.rft_baseline import group_baseline_weights, rft_baseline_iteration
-from ...render import collate
+from ...rendering.trajectory import collate
 from .answers import Answer, Undecided
 from .pooling import mean, rounded, spread
 from .ex1_aggregation import flat_grad

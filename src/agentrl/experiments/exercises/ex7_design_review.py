@@ -49,8 +49,8 @@ from ...recipes.outcomes import is_success
 from ...recipes.reinforce import train_rl
 from ...recipes.rejection import expert_iteration
 from ...recipes.sft import sft_train
-from ...render import collate
-from ...rollout import scripted_rollout
+from ...rendering.trajectory import collate
+from ...rollouts.engine import scripted_rollout
 from .answers import Answer, Undecided
 from .pooling import mean, rounded, spread
 

@@ -29,7 +29,7 @@ SUMMARY = 'exercise.json'
 
 def sweep_env(source) -> str:
     """The environment of an ``agentrl sweep`` folder (its ``sweep.json``, else its first seed folder's run)."""
-    from ..chapter15.envs import DEFAULT
+    from ..chapter15.env_registry import DEFAULT
     source = Path(source)
     if (source / 'sweep.json').is_file():
         return json.loads((source / 'sweep.json').read_text()).get('env', DEFAULT)
@@ -81,7 +81,7 @@ def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     """``agentrl exercise N --seeds ...``: run the seeds, then print and write every answer's hold rate."""
     import sys
 
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     console = new_console()
     seeds = args.seeds
     try:
@@ -210,7 +210,7 @@ def markdown(summary: dict) -> str:
 def print_summary(console, spec, summary: dict, out: Path) -> None:
     from rich.table import Table
 
-    from ...terminal import one_line
+    from ...runtime.terminal import one_line
     table = Table(title=one_line(f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}"), show_lines=True)
     for col in ('answer', 'hold rate', 'held', 'seeds where it fails'):
         table.add_column(col)

@@ -20,9 +20,9 @@ import os
 import time
 from pathlib import Path
 
-from ...checkpoint import load_model, save_checkpoint
+from ...policies.checkpoint import load_model, save_checkpoint
 from ..chapter15.config import Ch15Config, describe_differences, differences, effective
-from ..chapter15.envs import DEFAULT, get_env
+from ..chapter15.env_registry import DEFAULT, get_env
 from ..chapter15.provenance import collect as collect_provenance
 from ..chapter15.reproduction import SECTIONS, Reproduction, check_seed, read_run
 from ..lock import FolderLock

@@ -74,7 +74,7 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 
     from ..chapter15.chapter import Chapter15
     from ..chapter15.config import Ch15Config
-    from ..chapter15.envs import DEFAULT
+    from ..chapter15.env_registry import DEFAULT
 
     fault = fault if fault and attempt <= fault['attempts'] else None
     if fault and fault['after'] == 'start':

@@ -45,7 +45,7 @@ def _seed_record(folder: Path) -> dict | None:
     ``findings``: the chapter's bands (on the environment that has them), then the chapter's claims (``claim: KEY``;
     None where one does not apply), on the run's environment; ValueError when that cannot be found here."""
     from ..chapter15.claims import check_claims
-    from ..chapter15.envs import DEFAULT, get_env
+    from ..chapter15.env_registry import DEFAULT, get_env
     saved = _read(folder / 'results.json')
     if not saved or 'sections' not in saved:
         return None
@@ -321,7 +321,7 @@ def provenance_rows(variants) -> list:
 def print_terminal(result, settings, provenance, console) -> None:
     from rich.table import Table
 
-    from ...terminal import one_line
+    from ...runtime.terminal import one_line
     names, head = _columns(result)
     strip = lambda c: str(c).replace('**', '')  # noqa: E731 (bold is Markdown's)
     for title, cols, rows in [('Findings: hold rate', ['finding (band)', *head], finding_rows(result)),
@@ -378,7 +378,7 @@ def run(dirs, allow=(), out=None, console=None) -> dict:
 def main(args) -> int:
     import sys
     allow = [k.strip() for item in args.allow for k in item.split(',') if k.strip()]
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     try:
         run(args.dirs, allow, args.out, new_console())
     except ValueError as e:

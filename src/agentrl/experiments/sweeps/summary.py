@@ -29,7 +29,7 @@ def seed_claims(out, sweep: dict) -> dict:
     """The chapter's claims over a sweep's aggregated seeds, recomputed from each seed's results.json (so a sweep
     written before the claims existed has them too) -> ``stats.aggregate_verdicts``'s dict."""
     from ..chapter15.claims import check_claims
-    from ..chapter15.envs import DEFAULT, get_env
+    from ..chapter15.env_registry import DEFAULT, get_env
     from .stats import aggregate_verdicts
     env = get_env(sweep.get('env', DEFAULT))  # ValueError when it cannot be found here
     per_seed = {}
@@ -49,7 +49,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     where it has what they need; the bands are the TinyAgent's figures, so a pretrained ``policy`` has claims only."""
     from ..chapter15.claims import check_claims
     from ..chapter15.config import budget_name
-    from ..chapter15.envs import DEFAULT, get_env
+    from ..chapter15.env_registry import DEFAULT, get_env
     from ..chapter15.provenance import collect
     from ..chapter15.real_model import is_pretrained
     from .figures import draw_ci_figure

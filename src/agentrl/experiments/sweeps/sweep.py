@@ -36,7 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..chapter15.config import add_setting_args
-from ..chapter15.envs import DEFAULT
+from ..chapter15.env_registry import DEFAULT
 from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
 from .backends import SECTIONS
 from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
@@ -57,7 +57,7 @@ def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT, policy
     """
     from ..chapter15.config import Ch15Config, apply
     from ..chapter15.config import effective as _effective
-    from ..chapter15.envs import get_env
+    from ..chapter15.env_registry import get_env
     setup = get_env(env)
     effective = lambda cfg: _effective(cfg, env=setup, policy=policy)  # noqa: E731
     config = config or Ch15Config.for_env(setup, policy)
@@ -114,7 +114,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     runs write their monitors there (``reproduce --logdir``; a grid's variants below ``LOGDIR/VARIANT``).
     ``policy``: every seed's policy (``reproduce --policy``: the TinyAgent, or a pretrained model with its budgets).
     """
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     from ..lock import FolderLock
     console = console or new_console()
     out = Path(out).resolve()
@@ -143,7 +143,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
 def _default_config(smoke: bool, env: str, policy: str = 'tiny'):
     """The smoke preset, or the chapter's budgets with the environment's own (and a pretrained policy's)."""
     from ..chapter15.config import Ch15Config
-    from ..chapter15.envs import get_env
+    from ..chapter15.env_registry import get_env
     return Ch15Config.smoke() if smoke else Ch15Config.for_env(get_env(env), policy)
 
 
@@ -295,7 +295,7 @@ class SeedRuns:
 
 def add_parser(sub):
     """Register ``agentrl sweep`` on an argparse subparsers object."""
-    from ..chapter15.envs import ENV_HELP
+    from ..chapter15.env_registry import ENV_HELP
     p = sub.add_parser('sweep', help='run the chapter 15 reproduction over several seeds (and a grid of variants) and '
                        'aggregate: mean, 95%% CI, hold rates', description=__doc__.split('\n\n')[0])
     p.add_argument('--seeds', type=parse_seeds, default=parse_seeds('0-9'),
@@ -333,7 +333,7 @@ def main(args) -> int:
     import sys
 
     from ..chapter15.config import parse_grid, resolve
-    from ..chapter15.envs import get_env
+    from ..chapter15.env_registry import get_env
     try:  # every setting is checked before anything runs (and before torch is imported)
         config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env), policy=args.policy)
         grid = parse_grid(args.grid)
@@ -342,7 +342,7 @@ def main(args) -> int:
     except ValueError as e:
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
-    from ...terminal import console as new_console
+    from ...runtime.terminal import console as new_console
     console = new_console()
     if args.workers is not None and args.workers < 1:
         console.print('[red]--workers must be at least 1[/red]')

@@ -1,7 +1,7 @@
 """``sweep.md``: the chapter's tables as mean ± 95% CI over seeds, next to the chapter's single-seed figures."""
 from __future__ import annotations
 
-from ..chapter15.envs import DEFAULT
+from ..chapter15.env_registry import DEFAULT
 from ..chapter15.figures import RECIPES
 from ..chapter15.probes import probe_labels
 from ..chapter15.report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT

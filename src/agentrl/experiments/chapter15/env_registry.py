@@ -24,7 +24,7 @@ from typing import Callable
 from ...envs.bugfix import make_tasks as bugfix_tasks
 from ...envs.protocol import env_attr, env_name, make_env_factory
 from ...envs.wiring import make_tasks as wiring_tasks
-from ...tokenizer import build_tokenizer
+from ...rendering.tokenizer import build_tokenizer
 from .bands import check_transcript
 
 SPLITS = ('train', 'heldout', 'all')
@@ -199,7 +199,7 @@ def _load_entry_point(name: str, point):
 def _checked(what: str, obj) -> ChapterEnv:
     if not isinstance(obj, ChapterEnv):
         raise ValueError(f'--env {what} is a {type(obj).__name__}, not a ChapterEnv: give a ChapterEnv(name, title, '
-                         'env, tasks, ...) from agentrl.experiments.chapter15.envs')
+                         'env, tasks, ...) from agentrl.experiments.chapter15.env_registry')
     return obj
 
 

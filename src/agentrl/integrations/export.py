@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from .owners import OWNER
+from ..rendering.owners import OWNER
 
 FORMATS = ('chat-jsonl',)
 _PROMPT, _POLICY, _TOOL = OWNER['prompt'], OWNER['policy'], OWNER['tool']
@@ -38,7 +38,7 @@ def _decode(renderer, ids) -> str:
 def trajectory_messages(traj, tok) -> list[dict]:
     """The conversation of a rendered episode, read off its owners and turns: user prompt, then each call
     (assistant; ``"end_of_turn": false`` when the call has no stop token) and its reply (tool)."""
-    from .policy import as_renderer
+    from ..rendering.protocols import as_renderer
     renderer = as_renderer(tok)
     ids, owner, turn = traj.ids.tolist(), traj.owner.tolist(), traj.turn.tolist()
     messages = [{'role': 'user', 'content': _decode(renderer, [i for i, o in zip(ids, owner) if o == _PROMPT])}]
@@ -88,8 +88,8 @@ def read_jsonl(path) -> list[dict]:
 def run_tokenizer(run):
     """The word-level tokenizer a reproduce folder's policies were trained with (the vocabulary its checkpoints
     hold), so that a run on any environment exports with its own words."""
-    from .checkpoint import read_vocab
-    from .tokenizer import Tokenizer
+    from ..policies.checkpoint import read_vocab
+    from ..rendering.tokenizer import Tokenizer
     for path in sorted((Path(run) / 'checkpoints').glob('*.safetensors')):
         vocab = read_vocab(path)
         if vocab is not None:
@@ -100,7 +100,7 @@ def run_tokenizer(run):
 
 def run_trajectories(run) -> tuple[dict, list]:
     """A reproduce folder's saved episodes -> ({source name: trajectories}, [(chosen, rejected)])."""
-    from .trajio import load_trajectories
+    from ..rendering.trajio import load_trajectories
     folder = Path(run) / 'episodes'
     if not folder.is_dir():
         raise ValueError(f'{run} has no episodes/ folder: is it a folder written by `agentrl reproduce`?')
@@ -145,7 +145,7 @@ def check_round_trip(run, written: dict, tok=None) -> dict:
     and turns with the run's own trajectories -> counts of identical episodes and pairs."""
     import torch
 
-    from .hf import word_renderer
+    from ..policies.hf import word_renderer
     renderer = word_renderer(tok if tok is not None else run_tokenizer(run))
     episodes, pairs = run_trajectories(run)
     originals = [t for trajs in episodes.values() for t in trajs]

@@ -40,12 +40,12 @@ from collections.abc import Mapping
 
 import torch
 
-from .envs.calls import describe_calls, env_calls, env_readable, tool_schemas
-from .envs.play import Replay
-from .envs.protocol import DEFAULT_ENV, find_task, make_env_factory
+from ..envs.calls import describe_calls, env_calls, env_readable, tool_schemas
+from ..envs.play import Replay
+from ..envs.protocol import DEFAULT_ENV, find_task, make_env_factory
 from .owners import OWNER
-from .policy import as_renderer
-from .render import Trajectory, TrajectoryBuilder, render_play
+from .protocols import as_renderer
+from .trajectory import Trajectory, TrajectoryBuilder, render_play
 
 _TEMPLATE, _PROMPT, _POLICY, _TOOL = OWNER['template'], OWNER['prompt'], OWNER['policy'], OWNER['tool']
 _SENTINELS = ('XXUSERXX', 'XXCALLAXX', 'XXREPLYAXX', 'XXCALLBXX', 'XXREPLYBXX', 'XXCALLCXX')
@@ -82,7 +82,7 @@ def episode_messages(prompt: str, calls, replies, system: str | None = None) -> 
 
 
 class ChatRenderer:
-    """Render episodes of any environment through ``tokenizer``'s chat template (a renderer: see ``agentrl.policy``).
+    """Render episodes of any environment through ``tokenizer``'s chat template (a renderer: see ``agentrl.rendering.protocols``).
 
     Args:
         tokenizer: a Hugging Face tokenizer (a fast one: ``PreTrainedTokenizerFast``) with a chat template.

@@ -1,7 +1,7 @@
 """``HFPolicy``: any ``transformers`` causal LM as an agentrl policy.
 
 ``HFPolicy`` wraps an ``AutoModelForCausalLM`` (built from a config, or ``from_pretrained`` on a
-local folder) and its tokenizer, and implements the policy protocol of ``agentrl.policy``, so
+local folder) and its tokenizer, and implements the policy protocol of ``agentrl.rendering.protocols``, so
 ``rollout_batch`` and every recipe run on it unchanged:
 
 - ``policy(ids)`` -> logits ``[B, T, V]`` (one plain forward; right padding is safe, the model is causal);
@@ -57,7 +57,7 @@ def word_tokenizer(tok):
     ``word_renderer(tok)`` renders an episode through it token for token as ``EpisodeBuilder`` does."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    from .tokenizer import BOS, END_TOOL, PAD, SPECIALS, STOP, TOOL, UNK
+    from ..rendering.tokenizer import BOS, END_TOOL, PAD, SPECIALS, STOP, TOOL, UNK
     transformers = _transformers()
     tk = Tokenizer(models.WordLevel(vocab=dict(tok.token_to_id), unk_token=UNK))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -74,7 +74,7 @@ def word_tokenizer(tok):
 def word_renderer(tok):
     """``ChatRenderer(word_tokenizer(tok))`` for the word-level layout: no description of the calls, the environment's
     words as they are; it renders an episode token for token as ``EpisodeBuilder`` does."""
-    from .chat import ChatRenderer
+    from ..rendering.chat import ChatRenderer
     return ChatRenderer(word_tokenizer(tok), describe='none', readable=False)
 
 
@@ -182,7 +182,7 @@ class HFPolicy(nn.Module):
 
     def renderer(self, **kw):
         """A ``ChatRenderer`` on this policy's tokenizer and its chat template."""
-        from .chat import ChatRenderer
+        from ..rendering.chat import ChatRenderer
         if self.tokenizer is None:
             raise ValueError('this HFPolicy has no tokenizer')
         return ChatRenderer(self.tokenizer, **kw)
@@ -306,7 +306,7 @@ class HFPolicy(nn.Module):
 
     def new_cache(self, batch: int, capacity: int = 0) -> HFCache:
         """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature)."""
-        from .hf_cache import growing_cache
+        from .kv_cache import growing_cache
         return HFCache(growing_cache(), batch, self.device)
 
     def prefill_shared(self, chunks, cache: HFCache) -> int:
@@ -361,7 +361,7 @@ class HFPolicy(nn.Module):
         cache.mask, cache.lengths = mask, cache.lengths + n_new
         return logits.cpu()
 
-    # --- checkpoints (agentrl.checkpoint): the config as JSON, the weights (or only the adapters) as safetensors
+    # --- checkpoints (agentrl.policies.checkpoint): the config as JSON, the weights (or only the adapters) as safetensors
     def checkpoint_config(self) -> dict:
         raw = {'hf': self.model.config.to_dict(), 'precision': [self.precision.dtype, self.precision.device]}
         if self.source is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .model import TinyAgent, TinyAgentConfig
+from .tinyagent import TinyAgent, TinyAgentConfig
 
 CONFIG_KEY, VOCAB_KEY = 'agentrl_config', 'agentrl_vocab'
 

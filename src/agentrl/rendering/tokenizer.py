@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 
-from .envs.play import episode_texts
-from .envs.protocol import env_attr, env_name
+from ..envs.play import episode_texts
+from ..envs.protocol import env_attr, env_name
 
 PAD, BOS, STOP, UNK, TOOL, END_TOOL = '<pad>', '<bos>', '<stop>', '<unk>', '<tool>', '</tool>'
 SPECIALS = (PAD, BOS, STOP, UNK, TOOL, END_TOOL)

@@ -35,9 +35,9 @@ import json
 import math
 import re
 
-from .envs.calls import env_calls, env_readable
-from .envs.play import Episode
-from .envs.protocol import (
+from ..envs.calls import env_calls, env_readable
+from ..envs.play import Episode
+from ..envs.protocol import (
     DEFAULT_ENV,
     EnvStepError,
     checked_reset,
@@ -47,7 +47,7 @@ from .envs.protocol import (
     make_env_factory,
     task_name,
 )
-from .owners import OWNER
+from ..rendering.owners import OWNER
 
 TRL_TEMPLATES = {
     'Qwen2.5': 'qwen2_5', 'Qwen3': 'qwen3', 'Qwen3-Instruct-2507': 'qwen3_instruct_2507', 'Qwen3-VL': 'qwen3_vl',
@@ -270,7 +270,7 @@ def scripted_conversations(environment_class, kind: str = 'oracle', seed: int = 
     ``trl_environment``) -> one chat per task, as TRL's trainers read one: the prompt (``user``), each call as an
     ``assistant`` message with ``tool_calls``, each reply as a ``tool`` message. Demonstrations of the tool-call
     format, for a warm start (``SFTTrainer``, or ``apply_chat_template(..., tools=)``) before GRPO."""
-    from .envs.play import scripted_player
+    from ..envs.play import scripted_player
     env, player = environment_class(), scripted_player(environment_class._source, kind, seed)
     chats = []
     for name in environment_class._tasks:
@@ -330,10 +330,10 @@ def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=No
     cache = {}
 
     def rollout_func(prompts, trainer) -> dict:
-        from .chat import ChatRenderer
-        from .hf import HFPolicy
-        from .precision import Precision
-        from .rollout import rollout_batch
+        from ..rendering.chat import ChatRenderer
+        from ..policies.hf import HFPolicy
+        from ..policies.precision import Precision
+        from ..rollouts.engine import rollout_batch
         model = trainer.accelerator.unwrap_model(trainer.model)
         if 'renderer' not in cache:
             cache['renderer'] = renderer if renderer is not None else ChatRenderer(trainer.processing_class)
@@ -370,7 +370,7 @@ def trl_monitors(env=DEFAULT_ENV, threshold: float = 1.0):
     the environment counts them: ``info['n_invalid']``) and ``reads_first`` (share whose first call only looks,
     where the environment tells: ``is_read_call``). It returns None for every completion (TRL leaves it out of
     the reward), so TRL logs no value (None) under ``rewards/agentrl_monitors/mean``."""
-    from .envs.protocol import RETURN_TOL
+    from ..envs.protocol import RETURN_TOL
     is_read = env_attr(env, 'is_read_call', None)
 
     def agentrl_monitors(completions, environments=None, env_return=None, env_info=None, log_metric=None, **kw):

@@ -47,7 +47,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from .render import EpisodeBuilder
+from .trajectory import EpisodeBuilder
 
 
 @runtime_checkable
@@ -86,7 +86,7 @@ def check_policy(model) -> None:
                if not hasattr(model, name)]
     if missing:
         raise TypeError(f'{type(model).__name__} is not an agentrl policy: it lacks {missing} '
-                        '(see agentrl.policy for the protocol)')
+                        '(see agentrl.rendering.protocols for the protocol)')
 
 
 class WordRenderer:
@@ -128,4 +128,4 @@ def as_renderer(tok):
         return tok
     if hasattr(tok, 'vocab') and hasattr(tok, 'stop_id') and hasattr(tok, 'encode'):
         return WordRenderer(tok)
-    raise TypeError(f'expected an agentrl Tokenizer or a renderer (see agentrl.policy), got {type(tok).__name__}')
+    raise TypeError(f'expected an agentrl Tokenizer or a renderer (see agentrl.rendering.protocols), got {type(tok).__name__}')

@@ -13,17 +13,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .envs.protocol import DEFAULT_ENV, EnvStepError, checked_reset, checked_step, make_env_factory
-from .policy import as_renderer
-from .render import Trajectory, render_play
-from .threads import small_model_threads
+from ..envs.protocol import DEFAULT_ENV, EnvStepError, checked_reset, checked_step, make_env_factory
+from ..rendering.protocols import as_renderer
+from ..rendering.trajectory import Trajectory, render_play
+from ..runtime.threads import small_model_threads
 
 
 def scripted_rollout(policy, env, task, tok) -> Trajectory:
     """Play one episode of ``task`` with a scripted ``policy`` in ``env`` -> Trajectory (section 15.1).
 
     Rendered exactly as ``rollout_batch`` renders a model's episode (``render.render_play``). ``tok`` is our
-    word-level tokenizer or any renderer (``agentrl.policy``), such as ``chat.ChatRenderer``.
+    word-level tokenizer or any renderer (``agentrl.rendering.protocols``), such as ``chat.ChatRenderer``.
     """
     return render_play(env, task, policy, as_renderer(tok))
 
@@ -121,7 +121,7 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
     ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
     at every step instead (the reference the benchmark compares against). ``model`` is any policy
-    and ``tok`` our word-level tokenizer or any renderer (both protocols: ``agentrl.policy``).
+    and ``tok`` our word-level tokenizer or any renderer (both protocols: ``agentrl.rendering.protocols``).
 
     ``force`` (default None: plain sampling) lets a caller override tokens, as STaR's
     rationalization does (``recipes.star``): ``force(episode_index, call_so_far)`` is called

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tokenizer import PAD_ID
+from ..rendering.tokenizer import PAD_ID
 
 
 @dataclass

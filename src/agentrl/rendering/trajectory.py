@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .envs.play import play
-from .envs.protocol import RETURN_TOL
+from ..envs.play import play
+from ..envs.protocol import RETURN_TOL
 from .owners import OWNER
 from .viewer import trajectory_html
 

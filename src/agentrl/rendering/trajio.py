@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from .render import Trajectory
+from .trajectory import Trajectory
 
 
 def to_dict(t: Trajectory) -> dict:

@@ -1,0 +1,13 @@
+"""Policies: the models that play, and how they are stored and run.
+
+- ``tinyagent``: ``TinyAgent``, the chapter's small causal transformer with a key/value cache, and
+  ``sequence_log_probs`` / ``entropy_from_logits``;
+- ``hf``: ``HFPolicy``, any ``transformers`` causal LM as a policy (lockstep decoding, the shared prompt prefix);
+- ``kv_cache``: a key/value cache for ``transformers`` models that grows by doubling;
+- ``pretrained``: pretrained models offline, by name (``'smollm2'``), a model folder or a ``.gguf`` file;
+- ``lora``: LoRA adapters with ``peft`` (DPO's reference is the adapter switched off);
+- ``precision``: the device and autocast dtype a ``transformers`` policy runs in, chosen or given;
+- ``checkpoint``: safetensors checkpoints of either kind of policy (a LoRA policy's adapters only).
+
+Above rendering (a policy renders through a renderer), below the rollouts that sample from them.
+"""

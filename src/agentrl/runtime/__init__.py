@@ -1,0 +1,8 @@
+"""The process the library runs in: how many threads torch gets, the console, and memory.
+
+- ``threads``: one torch thread while a small model trains or samples (``small_model_threads``);
+- ``terminal``: the commands' console (a terminal's own width, no folded values in a pipe or a file);
+- ``memory``: keep freed memory for reuse (glibc's malloc settings for the ``agentrl`` command).
+
+The bottom layer with ``envs`` and ``loggers``: it imports nothing else of agentrl.
+"""
