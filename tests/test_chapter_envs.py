@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentrl.cli import main
-from agentrl.experiments.chapter15 import envs
+from agentrl.experiments.chapter15 import env_registry as envs
 from agentrl.experiments.chapter15.claims import CLAIMS, check_claims, tally
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """The reproduction's mechanics on a tiny budget: outputs, determinism, and resuming a killed run.
 
-(The chapter's findings need the full budget; ``scripts/check_notebook.py`` checks those.)
+(The chapter's findings need the full budget: ``agentrl reproduce`` checks those.)
 """
 import json
 
@@ -180,7 +180,7 @@ def test_an_environment_that_raises_stops_the_run_and_it_resumes(first, tmp_path
     sections are kept, and the resumed run ends with the figures of an uninterrupted one."""
     import gymnasium as gym
 
-    from agentrl.experiments.chapter15 import envs
+    from agentrl.experiments.chapter15 import env_registry as envs
     gym.register(id='agentrl-test/FlakyBugFix-v0', entry_point=FlakyBugFix)
     monkeypatch.setitem(envs.ENVIRONMENTS, 'flaky', envs.ChapterEnv('flaky', 'a flaky BugFix', 'agentrl-test/FlakyBugFix-v0',
                                                                      arl.make_tasks, task_label='functions'))
@@ -290,13 +290,34 @@ def first_cells(md: str, header: str) -> list:
     return rows
 
 
-def test_rounds_are_numbered_from_1_alike_in_transcript_report_and_figure(first, tmp_path, monkeypatch):
-    """Expert iteration's and the public filter's rounds carry the same numbers, from 1, in the transcript, the
-    report's tables and figure 15.4's axes; results.json keeps the recipe's lists (and the filter's 'round' key)."""
+CHAPTER_PRINTS = [  # what the chapter's code prints for its rounds (15.3, 15.6), as the book shows it
+    'round 0: sample pass 0.153, kept 49, tasks solved 16/20 -> train 0.33, held-out 0.12',
+    'round 1: sample pass 0.263, kept 84, tasks solved 15/20 -> train 0.68, held-out 0.23',
+    "first action of kept episodes, round 0: [(' edit swap_minmax ', 16), (' edit fix_range_end ', 16), (' read ', 10)]",
+    'round 0: kept 83 (35 fail hidden tests) -> public 0.61, hidden 0.23',
+    'round 1: kept 188 (111 fail hidden tests) -> public 0.94, hidden 0.34',
+]
+
+
+def shape(line: str) -> str:
+    """A printed line with its figures blanked (and runs of spaces as one): what the chapter and a run share."""
+    import re
+    line = re.sub(r"\[\(.*\)\]", '[...]', line)
+    return ' '.join(re.sub(r'\d+\.\d+|(?<=[ /(])\d+(?=[ /),]|$)', '#', line).split())
+
+
+def test_rounds_are_numbered_from_0_as_the_chapter_prints_them_in_transcript_report_and_figure(first, tmp_path,
+                                                                                               monkeypatch):
+    """Expert iteration's and the public filter's rounds read 'round 0', 'round 1', ... in the transcript, line for
+    line in the shape the chapter's code prints them, and carry the same numbers in the report's tables and figure
+    15.4's axes; results.json keeps the recipe's lists (and the filter's 'round' key, from 1, as the chapter's log)."""
     import re
 
     out, _, results = first
     transcript = (out / 'transcript.txt').read_text()
+    printed = [shape(line) for line in transcript.splitlines()]
+    for line in CHAPTER_PRINTS:  # each of the chapter's round lines, its round number kept, is a line of the run
+        assert shape(line) in printed, (shape(line), [p for p in printed if 'round' in p])
     md = report.render(results, check_transcript(transcript), 0)
     drawn = {}
 
@@ -310,13 +331,12 @@ def test_rounds_are_numbered_from_1_alike_in_transcript_report_and_figure(first,
     cfg = Ch15Config.smoke()
     rft = [int(k) for k in re.findall(r'^round (\d+): sample pass', transcript, re.M)]
     hack = [int(k) for k in re.findall(r'^round (\d+): kept \d+ \(', transcript, re.M)]
-    assert rft == [int(k) for k in first_cells(md, '| round | sample pass')] == list(range(1, cfg.rft_rounds + 1))
-    assert hack == [int(k) for k in first_cells(md, '| public-filter round')] == list(range(1, cfg.hack_rounds + 1))
+    assert rft == [int(k) for k in first_cells(md, '| round | sample pass')] == list(range(cfg.rft_rounds))
+    assert hack == [int(k) for k in first_cells(md, '| public-filter round')] == list(range(cfg.hack_rounds))
     assert drawn['fig15_4_hacking.png'] == [hack, hack]  # both panels' x axis
-    assert [row['round'] for row in results['15.6']['hacking']] == hack
-    assert 'first action of kept episodes, round 1: ' in transcript and 'round 0' not in transcript
-    assert 'kept episodes in round 1: ' in md and 'kept episodes of RFT round 2' in md and 'round 0' not in md
-    assert (out / 'episodes' / 'rft_round2_kept.json').is_file()
+    assert [row['round'] for row in results['15.6']['hacking']] == [k + 1 for k in hack]
+    assert 'kept episodes in round 0: ' in md and 'kept episodes of RFT round 1' in md
+    assert (out / 'episodes' / 'rft_round1_kept.json').is_file()
 
 
 def test_figures_keep_points_at_0_off_the_axis_and_mark_what_sft_rl_shares(first, tmp_path, monkeypatch):

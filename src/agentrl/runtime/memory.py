@@ -4,11 +4,11 @@ A rollout at the chapter's batch (320 episodes) and a training step allocate ten
 MiB each, step after step. glibc's ``malloc`` serves blocks that large with fresh ``mmap``s and
 hands them back to the kernel when they are freed, so the next step touches brand-new pages and
 takes one page fault per 4 KiB page: about 19,000 faults per oracle-SFT rollout of 320 episodes,
-7% of its time, and 8% of the whole chapter notebook's wall time. Raising glibc's mmap and trim
+7% of its time, and 8% of the whole chapter's wall time. Raising glibc's mmap and trim
 thresholds keeps freed blocks in the process, where the next step reuses them without faults.
 
 Nothing numerical changes: the same kernels run on the same values, so every figure is
-identical (the notebook's output is byte for byte the same). The cost is that the process keeps
+identical (the chapter's printed output is byte for byte the same). The cost is that the process keeps
 up to its peak memory mapped instead of returning it between steps; the peak itself is unchanged.
 The ``agentrl`` command applies this at start-up (``cli.main``); call ``keep_freed_memory()`` at
 the top of your own script for the same effect. Off glibc (macOS, Windows, musl) it does nothing.

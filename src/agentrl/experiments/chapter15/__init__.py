@@ -2,7 +2,7 @@
 one run (``report``, ``show``, ``claims``).
 
 A run trains every recipe of the chapter's sections 15.1 to 15.6 from one weak base, prints the
-notebook's lines, writes ``results.json``, ``timing.json``, ``transcript.txt``, checkpoints and
+chapter's printed lines, writes ``results.json``, ``timing.json``, ``transcript.txt``, checkpoints and
 sampled episodes into its folder, and checks the chapter's claims on its results (on BugFix, also
 the chapter's findings as bands on the transcript). The layers, each importing only the ones above it in this list:
 

@@ -1,10 +1,8 @@
 """The chapter's findings as bands (docs/bands.md), checked on a run's transcript.
 
-A reproduction prints the same lines as the chapter's notebook (``transcript.txt``), but for the
-numbers of expert iteration's and the public filter's rounds: the notebook counts them from 0, a
-reproduction from 1, as its report and figures do. This module parses either and applies each band
-as docs/bands.md states it, so the findings table of ``agentrl reproduce`` and a check of the notebook's
-output agree.
+A reproduction prints the lines the chapter's code prints (``transcript.txt``), rounds numbered from 0 as the
+chapter numbers them. This module parses them and applies each band as docs/bands.md states it, so the findings
+table of ``agentrl reproduce`` and a check of the chapter's own printed output agree.
 """
 from __future__ import annotations
 
@@ -41,14 +39,14 @@ CHAPTER = {
     '15.6 mismatch reads >= 0.9, train <= 0.40 and <= half of SFT, NLL >= 0.3': 'reads 1.00, train 0.075, NLL 0.815',
     '15.6 DPO+NLL invalid <= half, train above': '0.61 vs 2.02; 0.69 vs 0.41',
     '15.6 dedup distinct < half': '21 of 84',
-    '15.6 hack share round 3 >= 40% and > round 1': '64% (42% in round 1)',
+    '15.6 hack share last round >= 40% and > round 0': '64% (42% in round 0)',
     '15.6 hack public >= 0.85, hidden <= 0.55': '0.97 / 0.36',
 }
 """The chapter's own figure for each band, for the report."""
 
 
 def parse(text: str) -> dict:
-    """Pull every figure a band needs out of a notebook-format transcript."""
+    """Pull every figure a band needs out of a transcript in the chapter's format."""
     lines = text.splitlines()
 
     def first(pattern):
@@ -78,7 +76,7 @@ def parse(text: str) -> dict:
         o['cosine'] = float(m.group(1))
     if m := first(r'tasks never solved by the weak base: (\[.*\])'):
         o['never'] = ast.literal_eval(m.group(1))
-    if m := first(r'first action of kept episodes, round [01]: (\[.*\])'):  # the notebook counts from 0, reproduce from 1
+    if m := first(r'first action of kept episodes, round 0: (\[.*\])'):
         o['first_kept'] = ast.literal_eval(m.group(1))
     o['dpo_values'] = [float(m.group(1)) for m in every(r'rejected ratio [-+]\d+: loss ([\d.]+)')]
     if m := first(r'pairs: (\d+) \| tasks with a pair: (\d+)'):
@@ -121,7 +119,7 @@ def _missing(e: Exception) -> str:
 
 
 def _share_rounds(hk) -> str:
-    return ', '.join(f"round {k + 1} {x['hacks'] / x['kept']:.0%}" if x['kept'] else f'round {k + 1} none kept'
+    return ', '.join(f"round {k} {x['hacks'] / x['kept']:.0%}" if x['kept'] else f'round {k} none kept'
                      for k, x in enumerate(hk))
 
 
@@ -216,12 +214,12 @@ def check(o: dict) -> list:
             return False, fig
         last, first = rounds[-1]['hacks'] / rounds[-1]['kept'], rounds[0]['hacks'] / rounds[0]['kept']
         return last >= 0.40 and last > first, fig
-    band('15.6 hack share round 3 >= 40% and > round 1', hack_share)
+    band('15.6 hack share last round >= 40% and > round 0', hack_share)
     band('15.6 hack public >= 0.85, hidden <= 0.55', lambda: (hk()[-1]['public'] >= 0.85 and hk()[-1]['hidden'] <= 0.55,
-                                                             f"public {hk()[-1]['public']:.2f} / hidden {hk()[-1]['hidden']:.2f} after round {len(hk())}"))
+                                                             f"public {hk()[-1]['public']:.2f} / hidden {hk()[-1]['hidden']:.2f} after round {len(hk()) - 1}"))
     return out
 
 
 def check_transcript(text: str) -> list:
-    """Bands of a notebook-format transcript -> list of (name, holds, figure)."""
+    """Bands of a transcript in the chapter's format -> list of (name, holds, figure)."""
     return check(parse(text))

@@ -17,7 +17,7 @@ Three kinds of key, all settable the same way:
   model's defaults, and the run records the full effective model config.
 
 Every key has a valid range (``RANGES``: its least value is where a section stops working, e.g.
-``rft_rounds >= 2`` because 15.6 deduplicates round 2's kept episodes), checked whenever a
+``rft_rounds >= 2`` because 15.6 deduplicates round 1's kept episodes), checked whenever a
 ``Ch15Config`` is made; ``check_env`` adds the limits an environment sets. This module imports
 neither torch nor the model: the model's fields are read from ``policies/tinyagent.py``'s source with ``ast``,
 so a bad key or value fails in milliseconds, before any work starts, with one line naming the key
@@ -201,7 +201,7 @@ RANGES = {
     'cold_start_step': Bound('sft_every', ('sft_steps',), multiple_of='sft_every',
                              why='the SFT run saves its cold-start checkpoint only where it evaluates'),
     'eval_samples': Bound(1), 'describe_samples': Bound(1),
-    'rft_rounds': Bound(2, why="15.6 deduplicates the kept episodes of expert iteration's round 2"),
+    'rft_rounds': Bound(2, why="15.6 deduplicates the kept episodes of expert iteration's round 1 (its second)"),
     'rft_samples': Bound(2, why="15.4's DPO pairs a passing with a failing episode of one task"),
     'rft_steps': Bound(1), 'dpo_steps': Bound(1),
     'dpo_every': Bound(1, ('dpo_steps',), why='the DPO curve needs a point'),

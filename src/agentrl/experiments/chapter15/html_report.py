@@ -105,7 +105,7 @@ def build(run_dir, out=None, checkpoint: str | None = None, logdir=None) -> Path
     browser = f"""
 <h2 id="browser">Trajectory browser</h2>
 <p class="note">Episodes sampled from each checkpointed policy after the run (2 per task, every task; the hidden reward),
-plus the run's other episode files (such as RFT round 2's kept episodes). Tokens are coloured by owner ({', '.join(f'<span style="background:{COLORS[n]};padding:0 4px">{n}</span>' for n in OWNER)});
+plus the run's other episode files (such as RFT round 1's kept episodes). Tokens are coloured by owner ({', '.join(f'<span style="background:{COLORS[n]};padding:0 4px">{n}</span>' for n in OWNER)});
 trained (policy) tokens are underlined; a grey bar starts each turn. Hover a token for its id, owner, turn, mask bit and
 behaviour log-prob (section 15.1).</p>
 <div class="controls">

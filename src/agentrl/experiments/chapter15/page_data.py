@@ -15,8 +15,8 @@ from ...rendering.trajectory import OWNER
 from ...rendering.viewer import COLORS
 
 PAIRS_FILE = 'dpo_pairs.json'
-EXTRA_LABELS = {'rft_round2_kept': 'RFT round 2, kept episodes', 'dpo_pairs': 'DPO pairs (chosen, rejected, ...)',
-                'rft_round1_kept': 'RFT round 2, kept episodes'}  # the same file, as earlier runs named it
+EXTRA_LABELS = {'rft_round1_kept': 'RFT round 1 (the second), kept episodes', 'dpo_pairs': 'DPO pairs (chosen, rejected, ...)',
+                'rft_round2_kept': 'RFT round 1 (the second), kept episodes'}  # the same file, as earlier runs named it
 
 
 

@@ -103,9 +103,9 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                 if s3['grad_gap'] is not None else 'Gradient identity: no success in the sample, nothing to compare.')
     md += ['## 15.3 Rejection sampling and expert iteration', '', identity, '',
            cols(['round', 'sample pass', 'kept', 'tasks solved', 'train', 'held-out', 'chapter (pass, kept, solved, train, held)'],
-                [(k + 1, f"{r['rate']:.3f}", r['kept'], len(r['solved']), f"{s3['hist_rft'][k + 1][1]:.2f}", f"{s3['hist_rft'][k + 1][2]:.2f}",
+                [(k, f"{r['rate']:.3f}", r['kept'], len(r['solved']), f"{s3['hist_rft'][k + 1][1]:.2f}", f"{s3['hist_rft'][k + 1][2]:.2f}",
                   ', '.join(str(x) for x in CH_RFT[k]) if k < len(CH_RFT) else '') for k, r in enumerate(s3['rounds'])], {6}), '',
-           f"Never solved by the weak base: {', '.join(s3['never_solved']) or 'none'}. First actions of kept episodes in round 1: "
+           f"Never solved by the weak base: {', '.join(s3['never_solved']) or 'none'}. First actions of kept episodes in round 0: "
            f"{', '.join(f'{a.strip()} ({n})' for a, n in s3['first_kept'])}"
            f"{chapter('chapter: edit swap_minmax 16, edit fix_range_end 16, read 10')}.", '']
     s4 = R['15.4']
@@ -136,15 +136,15 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            _table([f'step {last_dpo}', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
                   [(name, f"{r['train']:.2f}", f"{r['held']:.2f}", f"{r['invalid']:.2f}", f"{r['d_chosen']:+.2f}", f"{r['d_rejected']:+.2f}")
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
-           f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 2"
+           f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1"
            f"{chapter('chapter 21 of 84')}. "
            + (f"Group share raw {shares(by_family(s6['dedup']['share_raw'], groups))}; "
               f"deduplicated {shares(by_family(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']
     if s6['hacking']:
         md += [cols(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
-                    [(r['round'], r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
+                    [(k, r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
                       f"{r['hidden']:.2f}", ', '.join(str(x) for x in c))
-                     for r, c in zip(s6['hacking'], CH_HACK + [()] * len(s6['hacking']))], {6}), '',
+                     for k, (r, c) in enumerate(zip(s6['hacking'], CH_HACK + [()] * len(s6['hacking'])))], {6}), '',
                '![Figure 15.4](fig15_4_hacking.png)', '']
     else:
         md += [f"No public-filter rounds: {env.lacks().get('public check', 'the run has none')}.", '']

@@ -1,9 +1,9 @@
 """Chapter 15 end to end in one process: sections 15.1 to 15.6 from one weak base (``Reproduction``).
 
-Each section runs the chapter's own protocol through the library's recipes, with the notebook's
-seeds shifted by ``seed`` (``seed=0`` is the notebook exactly), and
+Each section runs the chapter's own protocol through the library's recipes, with the chapter's
+seeds shifted by ``seed`` (``seed=0`` is the chapter's code exactly), and
 
-- prints the lines the notebook prints (collected in ``transcript.txt``),
+- prints the lines the chapter's code prints (collected in ``transcript.txt``),
 - stores its figures in ``results.json`` under its section key, written atomically when the
   section ends (timing lives apart, in ``timing.json``),
 - checkpoints the models later sections need, as safetensors with config and vocabulary.
@@ -334,7 +334,7 @@ class Reproduction(Sections, Beyond):
         (self.out / 'transcript.txt').write_text(self.transcript())
 
     def transcript(self) -> str:
-        """Everything printed so far, in the notebook's format."""
+        """Everything printed so far, in the chapter's format."""
         order = ['setup', *SECTIONS, *EXTENDED]
         return '\n'.join(line for sec in order for line in self.lines.get(sec, [])) + '\n'
 

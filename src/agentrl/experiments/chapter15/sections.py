@@ -1,7 +1,7 @@
 """The chapter's sections 15.1 to 15.6, as the methods of ``Sections``, a mixin of ``Reproduction``.
 
-Each ``s15_N`` runs its section's protocol through the library's recipes, with the notebook's seeds
-shifted by ``self.seed``, prints the notebook's lines (``self._say``), checkpoints the models later
+Each ``s15_N`` runs its section's protocol through the library's recipes, with the chapter's seeds
+shifted by ``self.seed``, prints the chapter's lines (``self._say``), checkpoints the models later
 sections need (``self._save``) and returns its figures (stored in ``results.json`` under its key).
 The helpers they use (``evaluate``, ``_describe``, ``_model``, ``_after``, ...) are
 ``Reproduction``'s (``reproduction.py``). A section reads another section's results only at its
@@ -30,9 +30,10 @@ from .probes import probe_labels
 
 GRAD_ROWS = 8
 """Episodes per chunk of 15.3's policy-gradient computation on a pretrained model (``Sections.s15_3``)."""
-KEPT_ROUND2 = 'rft_round2_kept.json'
-"""The episodes file (in ``episodes/``) of expert iteration's round 2's kept episodes: 15.3 writes it, 15.6
-deduplicates it. Rounds are numbered from 1 wherever people read them (transcript, report, figures, files)."""
+KEPT_ROUND1 = 'rft_round1_kept.json'
+"""The episodes file (in ``episodes/``) of the episodes expert iteration's round 1 (its second) kept: 15.3 writes it,
+15.6 deduplicates it. Rounds are numbered from 0, as the chapter prints them, wherever people read them (transcript,
+report, figures, files)."""
 
 
 def reads(*sections):
@@ -162,16 +163,16 @@ class Sections:
                                     temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id,
                                     loggers=self.monitor_run('expert_iteration', 'hidden')):
             rounds.append(row)
-            k = row['round']  # the recipe counts from 0 (results.json's lists too); people read rounds from 1
-            self._say(f"round {k + 1}: sample pass {self.round_pass(row):.3f}, kept {len(row['kept']):>3}, tasks solved "
+            k = row['round']  # from 0, as the chapter prints them (and results.json's lists)
+            self._say(f"round {k}: sample pass {self.round_pass(row):.3f}, kept {len(row['kept']):>3}, tasks solved "
                       f"{len(row['solved']):>2}/{len(self.train)} -> train {hist_rft[k + 1][1]:.2f}, held-out {hist_rft[k + 1][2]:.2f}", '15.3')
         self._save('rft', rft)
         d_rft = self._describe(rft, 'after RFT', '15.3')
         never = sorted({t.name for t in self.train} - set(rounds[0]['solved']))
         self._say(f'tasks never solved by the weak base: {never}', '15.3')
         first = Counter(t.info['actions'][0] for t in rounds[0]['kept']).most_common(3)
-        self._say(f'first action of kept episodes, round 1: {first}', '15.3')
-        save_trajectories(self.out / 'episodes' / KEPT_ROUND2, rounds[1]['kept'])
+        self._say(f'first action of kept episodes, round 0: {first}', '15.3')
+        save_trajectories(self.out / 'episodes' / KEPT_ROUND1, rounds[1]['kept'])
         return {'kept_of_sample': [len(kept), len(sample)], 'token_ratio': scale, 'grad_gap': gap,
                 'cosine': cosine, 'rounds': [{'rate': self.round_pass(r), 'kept': len(r['kept']), 'solved': r['solved'],
                                               'first_actions': dict(r['first_actions'])} for r in rounds],
@@ -312,9 +313,9 @@ class Sections:
                       f" | d_chosen {row['d_chosen']:+.2f} | d_rejected {row['d_rejected']:+.2f}", '15.6')
 
         self._after('15.3')  # it wrote the kept episodes
-        kept_file = self.out / 'episodes' / KEPT_ROUND2
-        if not kept_file.exists():  # 15.3 finished by an earlier version, which named the file by the round's index
-            kept_file = kept_file.with_name('rft_round1_kept.json')
+        kept_file = self.out / 'episodes' / KEPT_ROUND1
+        if not kept_file.exists():  # 15.3 finished by an earlier version, which numbered the rounds from 1
+            kept_file = kept_file.with_name('rft_round2_kept.json')
         kept_r2 = load_trajectories(kept_file)
         unique = dedup_by_actions(kept_r2)
         self._say(f'kept {len(kept_r2)} episodes, {len(unique)} distinct action sequences', '15.6')
@@ -325,7 +326,7 @@ class Sections:
             k = row['round']
             hack_log.append({'round': k + 1, 'kept': len(row['kept']), 'hacks': row['hacks'],
                              'public': row['public'], 'hidden': row['hidden']})
-            self._say(f"round {k + 1}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
+            self._say(f"round {k}: kept {len(row['kept'])} ({row['hacks']} fail hidden tests) -> public "
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
