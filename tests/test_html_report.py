@@ -201,10 +201,15 @@ def test_checkpoint_heat_is_the_policy_token_log_prob(run_dir, tmp_path):
 
 def test_markdown_converter():
     md = '# Title\n\nA **bold** line\ncontinued.\n\n## Part\n\n| a | b |\n| --- | --- |\n| 1 | <2> |\n\n## Skip\n\ngone\n\n## After\n\nkept'
+    md += '\n\n## 15.3 Rejection sampling\n\n| x \\| y | `a < b` |\n| --- | --- |\n| <think> & | **c** |'
     out = html_report.markdown_to_html(md, run_dir=None, replace={'Skip': '<p>instead</p>'})
-    assert '<h1 id="title">Title</h1>' in out and '<p>A <strong>bold</strong> line continued.</p>' in out
-    assert '<thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>&lt;2&gt;</td></tr></tbody>' in out
+    flat = ''.join(line.strip() for line in out.splitlines())  # tags one per line or not
+    assert '<h1 id="title">Title</h1>' in flat and '<p>A <strong>bold</strong> line\ncontinued.</p>' in out
+    assert '<thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>&lt;2&gt;</td></tr></tbody>' in flat
     assert '<p>instead</p>' in out and 'gone' not in out and '<p>kept</p>' in out
+    assert '<h2 id="15-3-rejection-sampling">' in out  # the report's anchors
+    assert '<th>x | y</th><th><code>a &lt; b</code></th>' in flat  # an escaped | stays in its cell; text, not HTML
+    assert '<td>&lt;think&gt; &amp;</td><td><strong>c</strong></td>' in flat
 
 
 def test_cli_report_and_show(run_dir, tmp_path, capsys):

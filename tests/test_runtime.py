@@ -1,15 +1,15 @@
-"""runtime.keep_freed_memory: freed tensors are reused without page faults, and nothing numerical changes."""
+"""runtime.memory.keep_freed_memory: freed tensors are reused without page faults, and nothing numerical changes."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-from agentrl import runtime
+from agentrl.runtime import memory as runtime
 
 _PROBE = '''
 import resource, sys, torch
-from agentrl import runtime
+from agentrl.runtime import memory as runtime
 if sys.argv[1] == "on":
     assert runtime.keep_freed_memory()
 for _ in range(10):  # warm up: the first blocks fault in either way

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from agentrl import threads
+from agentrl.runtime import threads
 
 
 @contextmanager

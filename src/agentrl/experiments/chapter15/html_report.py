@@ -4,7 +4,7 @@ The page holds, with no external resource (figures are base64 PNG data URIs, CSS
 
 - the findings table, on the environment that has the chapter's bands (``ChapterEnv.bands`` on ``transcript.txt``:
   band, the chapter's figure, ours, held or not);
-- the chapter's tables (``report.render``'s Markdown, converted by the tiny converter in ``markdown_html.py``);
+- the chapter's tables (``report.render``'s Markdown, converted by Python-Markdown: ``markdown_to_html``);
 - the three figures;
 - a trajectory browser over ``episodes/<policy>.json``: pick a policy, a task and an outcome, and the
   page's JS renders the matching episodes like ``viewer.trajectory_html`` (tokens coloured by owner,
@@ -19,13 +19,14 @@ module assembles the page. ``agentrl show`` (the same episodes in the terminal) 
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
+import re
 from pathlib import Path
 
 from ...rendering.trajectory import OWNER
 from ...rendering.viewer import COLORS, CSS as TRAJ_CSS
-from .markdown_html import markdown_to_html
 from .monitors_page import monitors_html
 from .page_assets import PAGE_CSS, PAGE_JS
 from .page_data import page_data
@@ -33,6 +34,53 @@ from .page_data import page_data
 FIGURES = {'fig15_2_dpo.png': 'Figure 15.2', 'fig15_3_recipes.png': 'Figure 15.3', 'fig15_4_hacking.png': 'Figure 15.4'}
 MAX_BYTES = 5 * 2 ** 20
 """The budget of a default run's report.html."""
+
+
+def _figure(alt: str, src: str, run_dir: Path) -> str:
+    """One figure of the report as a ``<figure>`` with its PNG inlined (or a note that the file is missing)."""
+    path = run_dir / src
+    fid = html.escape(Path(src).stem)
+    if not path.is_file():
+        return f'<figure id="{fid}"><p class="missing">{html.escape(alt)}: {html.escape(src)} is missing</p></figure>'
+    data = base64.b64encode(path.read_bytes()).decode('ascii')
+    return (f'<figure id="{fid}"><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+            f'<figcaption>{html.escape(alt)} ({html.escape(src)})</figcaption></figure>')
+
+
+def _slug(title: str, separator: str = '-') -> str:
+    """A heading's id: its words in lower case joined by ``-`` (``15.3 Rejection`` -> ``15-3-rejection``)."""
+    return re.sub(r'[^a-z0-9]+', separator, title.lower()).strip(separator)
+
+
+def markdown_to_html(md: str, run_dir: Path, replace: dict | None = None) -> str:
+    """report.md's Markdown as HTML (Python-Markdown, with tables and heading ids); an image line becomes a figure
+    with its PNG inlined, and ``replace`` maps a '## ' heading to HTML that stands for its whole section. The text
+    is the report's own, not HTML: a ``<`` in it is shown, not parsed."""
+    import markdown
+    from markdown.extensions.toc import TocExtension
+    replace, blocks, lines, skipping = replace or {}, {}, [], False
+
+    def block(html_text: str) -> None:  # a placeholder paragraph, swapped for the HTML after the conversion
+        blocks[f'ARLBLOCK{len(blocks)}X'] = html_text
+        lines.extend(['', f'ARLBLOCK{len(blocks) - 1}X', ''])
+    for line in md.splitlines():
+        if line.startswith('#'):  # a heading ends a replaced section; a '## ' one in ``replace`` starts one
+            skipping = line.startswith('## ') and line[3:].strip() in replace
+            if skipping:
+                block(replace[line[3:].strip()])
+        if skipping:
+            continue
+        if m := re.fullmatch(r'!\[([^\]]*)\]\(([^)]+)\)', line.strip()):
+            block(_figure(m.group(1), m.group(2), run_dir))
+        else:
+            lines.append(line)
+    converter = markdown.Markdown(extensions=['tables', TocExtension(slugify=_slug)])
+    converter.preprocessors.deregister('html_block')  # the report's text is text: '<think>' is shown, not a tag
+    converter.inlinePatterns.deregister('html')
+    out = converter.convert('\n'.join(lines))
+    for key, html_text in blocks.items():
+        out = out.replace(f'<p>{key}</p>', html_text)
+    return out
 
 
 def findings_html(findings: list) -> str:
