@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from ..envs.protocol import DEFAULT_ENV, env_attr
 from ..rendering.chat import replay
-from ..envs.protocol import DEFAULT_ENV, env_attr, find_task
 from ..rendering.trajectory import OWNER, Trajectory, collate
 from ..runtime.threads import small_model_threads
 from .evaluation import action_entropy, pass_rate
@@ -92,17 +92,11 @@ def strip_wrappers(traj: Trajectory) -> Trajectory:
                       traj.reward, traj.info, owner, traj.turn[keep], turn_rewards=traj.turn_rewards, vocab=traj.vocab)
 
 
-def episode_task(traj: Trajectory, tasks=None):
-    """The task of an episode: the one of ``tasks`` named ``info['task']``, or (no ``tasks``) the name itself,
-    which an environment that resets by name takes (BugFix does): ``envs.protocol.find_task``."""
-    return find_task(traj.info['task'], tasks)
-
-
 def rerender(traj: Trajectory, tok, env=DEFAULT_ENV, tasks=None) -> Trajectory:
     """Replay ``traj``'s calls (``info['actions']``) in a fresh ``env`` through the library's renderer for ``tok``
     (``chat.replay``: the word-level layout for our tokenizer, a chat template for a ``ChatRenderer``).
 
-    ``env``: a factory or Gymnasium id; ``tasks``: where to find the episode's task (``episode_task``)."""
+    ``env``: a factory or Gymnasium id; ``tasks``: where to find the episode's task (``envs.protocol.find_task``)."""
     return replay(traj, tok, env, tasks)
 
 

@@ -80,15 +80,6 @@ class Renderer(Protocol):
     def call_text(self, ids) -> str: ...
 
 
-def check_policy(model) -> None:
-    """Raise ``TypeError`` naming what ``model`` lacks of the policy protocol."""
-    missing = [name for name in ('vocab_size', 'new_cache', 'forward_cached', '__call__', 'parameters')
-               if not hasattr(model, name)]
-    if missing:
-        raise TypeError(f'{type(model).__name__} is not an agentrl policy: it lacks {missing} '
-                        '(see agentrl.rendering.protocols for the protocol)')
-
-
 class WordRenderer:
     """Our word-level tokenizer as a renderer: ``<bos> prompt``, calls ending in ``<stop>``, replies
     wrapped in ``<tool> ... </tool>`` (``render.EpisodeBuilder``, token for token)."""

@@ -37,8 +37,3 @@ def import_isolated(library: str):
         root.handlers[:] = handlers
         root.setLevel(level)
 
-
-def available(library: str) -> bool:
-    """Whether the library's package is installed (without importing it)."""
-    import importlib.util
-    return importlib.util.find_spec(EXTRAS[library][0]) is not None
