@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         print(f'probe_recipes: error: --jobs must be at least 1, got {args.jobs}', file=sys.stderr)
         return 2
-    from agentrl.experiments.chapter15.config import resolve
+    from agentrl.experiments.chapter15.settings import resolve
     from agentrl.experiments.sweeps.seeds import parse_seeds
     try:
         config, _ = resolve(args.smoke, None, args.sets)

@@ -94,7 +94,7 @@ def test_the_probe_labels_its_checkpoints_by_the_runs_steps(mailroom_run):
 
 
 def test_the_environments_budgets_come_from_its_chapter_env():
-    from agentrl.experiments.chapter15.config import resolve
+    from agentrl.experiments.chapter15.settings import resolve
     with in_repo():
         env = envs.get_env('examples.mailroom:CHAPTER')
         config, overrides = resolve(env=env)

@@ -13,6 +13,7 @@ import pytest
 
 import agentrl as arl
 from agentrl.experiments.chapter15 import config as C
+from agentrl.experiments.chapter15 import settings as S
 from agentrl.experiments.chapter15.config import Ch15Config
 
 
@@ -27,7 +28,7 @@ def test_every_config_and_model_field_is_a_key():
                  'cold_start_step', 'sample_temperature'):
         assert keys[name].group == 'recipe' and keys[name].doc, name
     assert all(keys[k].group == 'budget' for k in C.BUDGETS)
-    assert C.budget_name(vars(Ch15Config.smoke())) == 'smoke' and C.budget_name(vars(Ch15Config())) == 'chapter'
+    assert S.budget_name(vars(Ch15Config.smoke())) == 'smoke' and S.budget_name(vars(Ch15Config())) == 'chapter'
 
 
 def test_recipe_defaults_are_what_the_chapter_passes():
@@ -45,20 +46,20 @@ def test_recipe_defaults_are_what_the_chapter_passes():
                                               ('sft_lr=1e-3', 'sft_lr', 0.001), (' rl_group = 4 ', 'rl_group', 4),
                                               ('model.n_layers=3', 'model.n_layers', 3)])
 def test_values_are_parsed_by_the_fields_type(item, key, value):
-    k, v = C.parse_assignment(item)
+    k, v = S.parse_assignment(item)
     assert (k, v) == (key, value) and type(v) is type(value)
 
 
 def test_unknown_keys_name_the_valid_ones_close_matches_first():
     with pytest.raises(ValueError, match=r"unknown key 'sft_step'.*did you mean sft_steps or") as e:
-        C.parse_assignment('sft_step=3')
+        S.parse_assignment('sft_step=3')
     assert 'Valid keys: sft_steps, ' in str(e.value) and 'model.init_std' in str(e.value)
     with pytest.raises(ValueError, match=r"did you mean model\.qk_temperature"):
-        C.parse_assignment('qk_temperature=4')
+        S.parse_assignment('qk_temperature=4')
     with pytest.raises(ValueError, match='KEY=VALUE'):
-        C.parse_assignment('sft_steps')
+        S.parse_assignment('sft_steps')
     with pytest.raises(ValueError, match="unknown key 'model.vocab_size'"):  # fixed by the tokenizer
-        C.parse_assignment('model.vocab_size=10')
+        S.parse_assignment('model.vocab_size=10')
 
 
 @pytest.mark.parametrize('item, message', [
@@ -70,7 +71,7 @@ def test_unknown_keys_name_the_valid_ones_close_matches_first():
 ])
 def test_badly_typed_values_name_the_key(item, message):
     with pytest.raises(ValueError, match=message):
-        C.resolve(sets=[item])
+        S.resolve(sets=[item])
 
 
 def test_every_key_rejects_out_of_range_values_by_name():
@@ -88,7 +89,7 @@ def test_every_key_rejects_out_of_range_values_by_name():
         for bad in bads:
             with pytest.raises(ValueError, match=key.replace('.', r'\.')):
                 cfg = C.apply(Ch15Config(), {key: bad})
-                C.effective(cfg, vocab_size=100)  # model fields are checked by TinyAgentConfig itself
+                S.effective(cfg, vocab_size=100)  # model fields are checked by TinyAgentConfig itself
 
 
 def test_cross_checks_name_both_keys():
@@ -97,36 +98,36 @@ def test_cross_checks_name_both_keys():
     with pytest.raises(ValueError, match='dpo_every.*dpo_steps'):
         Ch15Config(dpo_steps=10)
     with pytest.raises(ValueError, match=r'model\.d_model must be an int >= 1, a multiple of model\.n_heads \(4\).*got 50'):
-        C.effective(C.apply(Ch15Config(), {'model.d_model': 50}), vocab_size=100)
+        S.effective(C.apply(Ch15Config(), {'model.d_model': 50}), vocab_size=100)
     with pytest.raises(ValueError, match=r'rl_tasks must be an int from 1 to 20 \(the train tasks of the BugFix gym\), got 21'):
-        C.effective(C.apply(Ch15Config(), {'rl_tasks': 21}), vocab_size=100)
+        S.effective(C.apply(Ch15Config(), {'rl_tasks': 21}), vocab_size=100)
     with pytest.raises(ValueError, match=r'model\.block_size must be an int >= 320 \(the longest an episode'):
-        C.effective(C.apply(Ch15Config(), {'model.block_size': 100}), vocab_size=100)
+        S.effective(C.apply(Ch15Config(), {'model.block_size': 100}), vocab_size=100)
 
 
 def test_config_file_then_set(tmp_path):
     f = tmp_path / 'ablation.toml'
     f.write_text('sft_steps = 30\nrl_temperature = 2\n\n[model]\nqk_temperature = 4\n')
-    cfg, overrides = C.resolve(smoke=True, config_file=f, sets=['sft_steps=2'])
+    cfg, overrides = S.resolve(smoke=True, config_file=f, sets=['sft_steps=2'])
     assert overrides == {'sft_steps': 2, 'rl_temperature': 2.0, 'model.qk_temperature': 4.0}
     assert (cfg.sft_steps, cfg.rl_temperature, cfg.model, cfg.weak_steps) == (2, 2.0, {'qk_temperature': 4.0}, C.Ch15Config.smoke().weak_steps)
     f.write_text('model.qk_temprature = 4\n')
     with pytest.raises(ValueError, match=rf"unknown key 'model.qk_temprature' in {f}.*did you mean model\.qk_temperature"):
-        C.resolve(config_file=f)
+        S.resolve(config_file=f)
     f.write_text('sft_steps = [\n')
     with pytest.raises(ValueError, match='not valid TOML'):
-        C.resolve(config_file=f)
+        S.resolve(config_file=f)
 
 
 def test_grid_variants_are_every_combination():
-    variants = C.parse_grid(['model.qk_temperature=4,8', 'sft_lr=1e-3,3e-3'])
+    variants = S.parse_grid(['model.qk_temperature=4,8', 'sft_lr=1e-3,3e-3'])
     assert [name for name, _ in variants] == ['model.qk_temperature=4+sft_lr=1e-3', 'model.qk_temperature=4+sft_lr=3e-3',
                                               'model.qk_temperature=8+sft_lr=1e-3', 'model.qk_temperature=8+sft_lr=3e-3']
     assert variants[1][1] == {'model.qk_temperature': 4.0, 'sft_lr': 0.003}
     for bad, message in [(['sft_lr=1e-3,1e-3'], 'distinct'), (['sft_lr=1,2', 'sft_lr=3'], 'twice'),
                          (['sft_lrr=1,2'], 'did you mean sft_lr'), (['sft_steps=1,x'], "'x' is not an int")]:
         with pytest.raises(ValueError, match=message):
-            C.parse_grid(bad)
+            S.parse_grid(bad)
 
 
 @pytest.mark.parametrize('setting, named', [('sft_stepz=3', "unknown key 'sft_stepz'"),

@@ -86,7 +86,7 @@ def test_a_policy_that_cannot_be_loaded_is_refused_in_one_line_before_any_work(t
 
 
 def test_the_pretrained_budgets_are_the_presets_and_any_setting_wins_over_them():
-    from agentrl.experiments.chapter15.config import budget_name, resolve
+    from agentrl.experiments.chapter15.settings import budget_name, resolve
     from agentrl.experiments.chapter15.env_registry import get_env
     from agentrl.experiments.chapter15.real_model import BUDGETS
     env = get_env('bugfix')

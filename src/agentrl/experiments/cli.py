@@ -96,7 +96,7 @@ def _show(args):
 
 def add_commands(sub):
     """Register the experiment subcommands on an argparse subparsers object."""
-    from .chapter15.config import add_setting_args
+    from .chapter15.settings import add_setting_args
     from .chapter15.env_registry import DEFAULT, ENV_HELP
     from .chapter15.parallel import parse_jobs
     from .workers import usable_cores

@@ -11,7 +11,8 @@ the chapter's findings as bands on the transcript). The layers, each importing o
   budgets, what it has; a built-in name, an import path or an entry point); the only module of the experiments
   that imports a gym's code;
 - ``probes.py``: the SFT checkpoints 15.5 and 15.6 start from and probe, and their labels from the config;
-- ``config.py``: ``Ch15Config``, every setting of a run, and ``--set`` / ``--config`` / ``--grid``;
+- ``config.py``: ``Ch15Config``, every setting of a run and its valid range; ``settings.py``: ``--set`` / ``--config`` /
+  ``--grid``, comparing configs, and what a run records;
 - ``provenance.py``: what a run records about where it ran;
 - ``sections.py``: sections 15.1-15.6, the methods of a mixin;
 - ``beyond.py``: the ``--extended`` section (the chapter's exercises and a clipped trainer);

@@ -1,7 +1,7 @@
 """``agentrl reproduce``: check the settings, run chapter 15 with a progress bar, write the figures and the report,
 print the findings.
 
-Every step refuses what it can before the next one starts: the settings (``config.resolve``, before torch
+Every step refuses what it can before the next one starts: the settings (``settings.resolve``, before torch
 is imported), then what needs the model or the run folder (``Chapter15``: model settings, ``--resume`` into
 another config), then a folder another run holds (``Reproduction.session``). Each refusal is one line on
 stderr, ``agentrl reproduce: error: ...``, exit status 2.
@@ -22,7 +22,7 @@ def error(command: str, e) -> int:
 def main_reproduce(args) -> int:
     """Run chapter 15 end to end, write results, report, figures, checkpoints; print the findings."""
     from ..lock import FolderInUse
-    from .config import resolve
+    from .settings import resolve
     from .env_registry import get_env
     try:  # the environment and every setting are checked before anything runs (and before torch is imported)
         env = get_env(args.env)

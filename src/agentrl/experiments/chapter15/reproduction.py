@@ -45,7 +45,8 @@ from ...rollouts.engine import scripted_rollout
 from ...rendering.trajio import save_trajectories
 from .beyond import Beyond
 from ..lock import FolderLock
-from .config import Ch15Config, describe_differences, differences, effective
+from .config import Ch15Config
+from .settings import describe_differences, differences, effective
 from .env_registry import DEFAULT, get_env
 from .provenance import collect as collect_provenance
 from .real_model import check_policy, is_pretrained, load_policy

@@ -1,7 +1,7 @@
 """``agentrl exercise N``: one of the chapter's seven exercises, answered by a run (or, with ``--seeds``, by a sweep).
 
 Every refusal comes before any work, as one line on stderr (``agentrl exercise: error: ...``, exit status 2): the
-exercise number, the settings (``config.resolve``), the ``--from`` folder (same environment, seed and settings, with
+exercise number, the settings (``settings.resolve``), the ``--from`` folder (same environment, seed and settings, with
 the sections and checkpoints the exercise reads), a folder another run holds.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def list_exercises() -> int:
 def main(args) -> int:
     if args.list:
         return list_exercises()
-    from ..chapter15.config import resolve
+    from ..chapter15.settings import resolve
     from ..chapter15.env_registry import DEFAULT, get_env
     from ..chapter15.reproduction import read_run
     from .catalog import get_spec
@@ -110,7 +110,7 @@ def print_answers(console, rows, title) -> None:
 
 def add_parser(sub):
     """Register ``agentrl exercise`` on an argparse subparsers object."""
-    from ..chapter15.config import add_setting_args
+    from ..chapter15.settings import add_setting_args
     from ..chapter15.env_registry import ENV_HELP
     from ..sweeps.seeds import parse_seeds
     p = sub.add_parser('exercise', help="one of chapter 15's seven exercises, answered by a run (--list shows them)",

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from ...policies.checkpoint import load_model, save_checkpoint
-from ..chapter15.config import Ch15Config, describe_differences, differences, effective
+from ..chapter15.config import Ch15Config
+from ..chapter15.settings import describe_differences, differences, effective
 from ..chapter15.env_registry import DEFAULT, get_env
 from ..chapter15.provenance import collect as collect_provenance
 from ..chapter15.reproduction import SECTIONS, Reproduction, check_seed, read_run

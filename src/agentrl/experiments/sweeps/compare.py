@@ -110,7 +110,8 @@ def check_budgets(variants: list, allow=()) -> list:
 
     Returns every setting that differs between variants, as [(key, [value per variant])].
     """
-    from ..chapter15.config import BUDGETS, flat, knobs, unknown_key
+    from ..chapter15.config import BUDGETS, knobs, unknown_key
+    from ..chapter15.settings import flat
     envs = [{r['env'] for r in v['records']} for v in variants]
     if len(set().union(*envs)) > 1:
         detail = '; '.join(f"{v['name']} on {', '.join(sorted(e))}" for v, e in zip(variants, envs))

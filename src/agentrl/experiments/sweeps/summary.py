@@ -48,7 +48,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     to the environment that has them (``ChapterEnv.bands``), the chapter's claims (``claims``) to every environment,
     where it has what they need; the bands are the TinyAgent's figures, so a pretrained ``policy`` has claims only."""
     from ..chapter15.claims import check_claims
-    from ..chapter15.config import budget_name
+    from ..chapter15.settings import budget_name
     from ..chapter15.env_registry import DEFAULT, get_env
     from ..chapter15.provenance import collect
     from ..chapter15.real_model import is_pretrained

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from ..chapter15.config import add_setting_args
+from ..chapter15.settings import add_setting_args
 from ..chapter15.env_registry import DEFAULT
 from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
 from .backends import SECTIONS
@@ -51,12 +51,12 @@ MAX_ATTEMPTS = 2
 def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT, policy: str = 'tiny') -> list:
     """The variants of a sweep -> [{'name', 'folder', 'config' (Ch15Config), 'overrides', 'record' (effective)}].
 
-    No grid: one unnamed variant in ``out``. A grid (``config.parse_grid`` output): one per combination, in
+    No grid: one unnamed variant in ``out``. A grid (``settings.parse_grid`` output): one per combination, in
     ``out/<name>``, its keys applied over ``config``. Every config is checked here (ValueError naming the key),
     on the environment ``env`` (its ``--env`` name), for the policy ``policy`` (its ``--policy``).
     """
     from ..chapter15.config import Ch15Config, apply
-    from ..chapter15.config import effective as _effective
+    from ..chapter15.settings import effective as _effective
     from ..chapter15.env_registry import get_env
     setup = get_env(env)
     effective = lambda cfg: _effective(cfg, env=setup, policy=policy)  # noqa: E731
@@ -79,7 +79,7 @@ def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT, policy
 def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) -> None:
     """Refuse to resume into seed folders written on another environment or with another config (saying which keys
     differ) or another thread count (whose float rounding differs, so the finished sections would not match the rest)."""
-    from ..chapter15.config import describe_differences, differences
+    from ..chapter15.settings import describe_differences, differences
     for v in variants:
         for s in seeds:
             saved = read_results(seed_dir(v['folder'], s) / 'results.json')
@@ -105,7 +105,7 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
     ``config`` (a ``Ch15Config``; default the chapter's, or the smoke preset with ``smoke``) and ``overrides``
-    (the keys the user set, recorded) apply to every variant; ``grid`` is ``config.parse_grid``'s list.
+    (the keys the user set, recorded) apply to every variant; ``grid`` is ``settings.parse_grid``'s list.
     ``extended`` runs ``reproduce --extended`` per seed (the chapter plus its exercises). ``threads``: torch
     threads per seed (default 1); the same seed gives the same figures at the same thread count, and
     another count rounds differently (a check of how robust a finding is to float rounding). ``env``: the
@@ -332,7 +332,7 @@ def add_parser(sub):
 def main(args) -> int:
     import sys
 
-    from ..chapter15.config import parse_grid, resolve
+    from ..chapter15.settings import parse_grid, resolve
     from ..chapter15.env_registry import get_env
     try:  # every setting is checked before anything runs (and before torch is imported)
         config, overrides = resolve(args.smoke, args.config, args.sets, env=get_env(args.env), policy=args.policy)
