@@ -143,7 +143,8 @@ def test_star_forces_the_oracles_answer_and_masks_it(kit):
     trajs = rationalize(weak, TRAIN[:6], tok, 4, generator=torch.Generator().manual_seed(0), env=ENV)
     forced = [t for t in trajs if t.info['forced_positions']]
     assert forced, 'the weak base writes `go` often enough to be completed'
-    renderer = arl.policy.as_renderer(tok)
+    from agentrl.rendering.protocols import as_renderer
+    renderer = as_renderer(tok)
     for t in forced:
         parcel = next(p for p in TRAIN if p.name == t.info['task'])
         (ids, verb), = answer_ids(parcel, renderer, env=ENV)  # the one answer call: go ROOM
