@@ -29,16 +29,16 @@ class LogitGrads:
                 self.seen.append(out)
             return out
         self.model.forward = forward
-        if hasattr(type(self.model), 'masked_log_probs'):  # through the plain forward, so that its logits are seen
+        if hasattr(type(self.model), 'masked_log_probs_and_logits'):  # through the plain forward: its logits seen
             def masked(ids, mask, lengths=None):
                 logits = forward(ids)[:, :-1]  # (B, T-1, V)
-                return -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction='none')
-            self.model.masked_log_probs = masked
+                return -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction='none'), logits
+            self.model.masked_log_probs_and_logits = masked
         return self
 
     def __exit__(self, *exc):
         del self.model.forward
-        self.model.__dict__.pop('masked_log_probs', None)
+        self.model.__dict__.pop('masked_log_probs_and_logits', None)
 
 
 def assert_only_policy_positions(logits_grads, trajs):

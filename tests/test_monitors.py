@@ -19,6 +19,7 @@ import agentrl as arl
 from agentrl.loggers import (CONDITIONAL, METRICS, RECIPE_METRICS, JsonlLogger, LoggerSet, MemoryLogger, Reporter,
                              jsonl_header, open_run, read_jsonl, run_name, series)
 from agentrl.loggers.protocol import flatten
+from agentrl.recipes.evaluation import action_entropy
 from agentrl.recipes.rft_baseline import weighted_sft_train
 
 from conftest import script_main
@@ -88,6 +89,8 @@ def test_every_recipe_reports_its_documented_names_and_returns_what_it_returns_w
     logged = run(watched, log)
     assert _plain(logged) == _plain(plain)  # the return value, unchanged by logging
     assert all(torch.equal(a, b) for a, b in zip(quiet.parameters(), watched.parameters()))  # and every weight
+    if recipe in ('sft_train', 'weighted_sft_train'):  # the logged loss is the one the run without a logger took
+        assert [v for _, v in log.series('loss')] == plain
     names = log.names()
     assert set(RECIPE_METRICS[recipe]) <= names, f'missing {set(RECIPE_METRICS[recipe]) - names}'
     own = {n for n in names if not n.startswith('eval/')}
@@ -146,6 +149,31 @@ def test_train_rl_logs_the_sample_it_trained_on(trained_model, few, tok):
         assert m['entropy'] > 0 and m['episodes_per_second'] > 0
     tokens = [v for _, v in log.series('num_tokens')]
     assert tokens == sorted(tokens) and tokens[0] > 0  # a running total
+
+
+def test_an_sft_steps_logged_monitors_are_read_off_its_loss(trained_model, tok, train_oracle_demos):
+    """Step 1's loss, gradient norm and entropy: ``sft_loss``'s on the batch it drew, at the weights before it."""
+    before, log = copy.deepcopy(trained_model), MemoryLogger()
+    arl.sft_train(copy.deepcopy(trained_model), train_oracle_demos, tok, steps=1, batch_size=8, loggers=log)
+    idx = torch.randint(len(train_oracle_demos), (8,), generator=torch.Generator().manual_seed(0))
+    batch = arl.collate([train_oracle_demos[i] for i in idx.tolist()], tok.pad_id)
+    loss = arl.sft_loss(before, batch)
+    loss.backward()
+    norm = torch.nn.utils.get_total_norm([p.grad for p in before.parameters() if p.grad is not None])
+    (_, logged), = log.records
+    assert logged['loss'] == pytest.approx(loss.item(), rel=1e-6)
+    assert logged['grad_norm'] == pytest.approx(norm.item(), rel=1e-5)
+    assert logged['entropy'] == pytest.approx(action_entropy(before, batch), rel=1e-6)
+
+
+def test_a_reporter_calls_a_monitor_only_when_something_listens():
+    never = lambda: 1 / 0  # noqa: E731
+    assert Reporter().measure(never) is None
+    Reporter().log(1, never)
+    log = MemoryLogger()
+    assert Reporter(log).measure(lambda: 2.5) == 2.5
+    Reporter(log).log(3, lambda: {'loss': torch.tensor(0.5)})
+    assert log.records == [(3, {'loss': 0.5})]
 
 
 def test_monitors_consume_no_random_numbers(trained_model, few, tok):

@@ -6,8 +6,12 @@ A **logger** is any object with ``log(metrics, step)``: ``metrics`` a dict of na
 ``close()``; a recipe never calls it (whoever opened a logger closes it).
 
 A **reporter** is what a recipe holds: its loggers, a step offset (expert iteration's SFT steps continue
-one axis across rounds) and the run's running totals (``num_tokens``). With no logger it is inactive and
-the recipe computes no monitor at all, so its numerics are exactly those of a run without logging.
+one axis across rounds) and the run's running totals (``num_tokens``). A recipe computes its loss one way,
+whether or not anything listens, and hands the reporter what it would log: tensors that computation has
+anyway (read with ``.item()`` only when logged), or callables that only a listening reporter calls (a
+monitor that costs more than reading a tensor: ``Reporter.measure`` takes it at once, ``Reporter.log``
+when it records). With no logger nothing is read and nothing is called, so a run's numerics are exactly
+those of a run without logging, and its cost is that of the loss alone.
 Every record goes through ``Reporter.log``; a periodic evaluation goes through ``Reporter.log_eval``,
 under its own prefix (``eval/``), so a name an evaluation returns can never overwrite a recipe's.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 EVAL_PREFIX = 'eval'
 """The prefix of what a recipe's ``evaluate`` returns, in the logged records (``eval/train``, ``eval/0``)."""
@@ -103,8 +107,14 @@ class Reporter:
 
     @property
     def active(self) -> bool:
-        """Whether anything listens: a recipe computes its monitors only then."""
+        """Whether anything listens: ``measure`` and ``log`` call and read nothing otherwise."""
         return bool(self.loggers)
+
+    def measure(self, read):
+        """``read()`` now if anything listens, else None: a monitor taken at the moment it describes (the gradient's
+        norm before the optimizer step changes the weights, the entropy of logits the loss is done with), which a
+        later ``log`` records. A run without a logger never pays for it."""
+        return read() if self.loggers else None
 
     def shifted(self, offset: int) -> Reporter:
         """The same loggers and totals, with ``offset`` more steps (round k's SFT inside expert iteration)."""
@@ -115,14 +125,19 @@ class Reporter:
         """The time now, for ``log(started=...)``: a step's or round's start."""
         return time.perf_counter()
 
-    def log(self, step: int, metrics: dict, started: float | None = None, tokens: int = 0, episodes: int = 0):
+    def log(self, step: int, metrics: dict | Callable[[], dict], started: float | None = None, tokens: int = 0,
+            episodes: int = 0):
         """Send ``metrics`` at ``step`` (plus the offset) to every logger; nothing if inactive.
 
+        ``metrics``: a dict of numbers (a 0-d tensor is read with ``.item()`` here), or a callable with no arguments
+        that returns one, called only when something listens (what a sample shows, computed for the record only).
         ``tokens``: the tokens this step trained on (non-padding; added to ``num_tokens``, the run's running
         total); ``episodes``: the episodes it sampled. With ``started`` (a ``clock()``), the step's wall time
         is added as ``step_time``, with ``tokens_per_second`` and ``episodes_per_second`` where counted."""
         if not self.loggers:
             return
+        if callable(metrics):
+            metrics = metrics()
         out = {}
         for name, value in metrics.items():
             value = scalar(value)

@@ -295,6 +295,12 @@ class HFPolicy(nn.Module):
         The output layer and its softmax run only at those positions (``masked_logits``), the policy's tokens in a
         recipe's loss, where the plain forward computes them all. The same values as ``sequence_log_probs`` there
         (the same operations on the same hidden states)."""
+        return self.masked_log_probs_and_logits(ids, mask, lengths)[0]
+
+    def masked_log_probs_and_logits(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None) -> tuple:
+        """``masked_log_probs`` and the logits it took them from (``masked_logits``'s) -> ((B, T-1) on the CPU,
+        (n, V) on the policy's device): what ``sequence_log_probs`` computes given a ``mask``, and the logits a
+        monitor reads (the action tokens' entropy)."""
         B, T = ids.shape
         where = (mask != 0).to(self.device)  # (B, T-1)
         logits = self.masked_logits(ids, mask, lengths)  # (n, V) at the masked positions only
@@ -302,7 +308,7 @@ class HFPolicy(nn.Module):
         logp = -F.cross_entropy(logits, targets, reduction='none')  # (n,)
         out = torch.zeros(B, T - 1, device=self.device, dtype=logp.dtype)
         out = out.masked_scatter(where, logp)  # (B, T-1), 0 off the mask
-        return out.cpu()
+        return out.cpu(), logits
 
     def new_cache(self, batch: int, capacity: int = 0) -> HFCache:
         """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature)."""

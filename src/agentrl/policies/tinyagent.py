@@ -433,19 +433,23 @@ def length_buckets(lengths: torch.Tensor, max_buckets: int = 4, overhead: int = 
 def sequence_log_probs(model: nn.Module, ids: torch.Tensor, lengths=None, mask=None) -> torch.Tensor:
     """Log-prob of each next token under ``model``: ids (B, T) -> (B, T-1) (section 15.1).
 
-    ``lengths`` (B,), optional: each row's real tokens (``collate``'s ``batch['lengths']``), passed
-    on as ``model(ids, lengths=lengths)``; without it the model finds the padding itself (see
-    ``TinyAgent.forward``). Entries past a row's length are meaningless.
+    ``lengths`` (B,), optional: each row's real tokens (``collate``'s ``batch['lengths']``), passed on as
+    ``model(ids, lengths=lengths)``; without it the model finds the padding itself (see ``TinyAgent.forward``).
+    Entries past a row's length are meaningless. ``mask`` (B, T-1), optional: the positions the caller reads (a
+    recipe's action mask); a policy with ``masked_log_probs_and_logits`` (``hf.HFPolicy``) then computes its output
+    layer only there and returns 0 elsewhere, any other (the TinyAgent) every position, as without it."""
+    return log_probs_and_logits(model, ids, lengths, mask)[0]
 
-    ``mask`` (B, T-1), optional: the positions the caller reads (a recipe's action mask). A policy with
-    ``masked_log_probs`` (``hf.HFPolicy``) then computes its output layer only there and returns 0
-    elsewhere; any other (the TinyAgent) computes every position, as without it.
-    """
-    if mask is not None and hasattr(model, 'masked_log_probs'):
-        return model.masked_log_probs(ids, mask, lengths)
+
+def log_probs_and_logits(model: nn.Module, ids: torch.Tensor, lengths=None, mask=None) -> tuple:
+    """``sequence_log_probs`` and the logits it took them from -> (logp (B, T-1), logits): (B, T-1, V), or (n, V)
+    at the ``mask``'s positions (row-major) from a policy that computes only those. A monitor reads the logits a
+    loss's log-probs came from (``recipes.monitors.action_entropy_of``) with no second forward pass."""
+    if mask is not None and hasattr(model, 'masked_log_probs_and_logits'):
+        return model.masked_log_probs_and_logits(ids, mask, lengths)
     logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1]  # (B, T-1, V)
     B, T1, V = logits.shape
-    return -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1)
+    return -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1), logits
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

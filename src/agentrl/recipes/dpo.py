@@ -71,22 +71,27 @@ def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_re
 
 
 def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, loss='sigmoid', nll_weight=0.0,
-                    stats=None):
+                    loggers=None, step=0):
     """One optimizer step of ``preference_loss`` (+ ``nll_weight`` x the chosen episodes' ``sft_loss``)
     on collated pairs -> (mean chosen log-ratio, mean rejected log-ratio, loss), measured before the step.
 
-    ``stats``, a dict, is filled with the step's monitors (``monitors.preference_metrics``, ``grad_norm``);
-    without it none is computed."""
+    ``loggers`` (a ``loggers.Reporter``, or what one accepts) get the step's dashboard at ``step``: ``loss``,
+    ``grad_norm`` (before the update), ``monitors.preference_metrics`` of the log-probs the loss was computed from,
+    and the pairs' tokens. The step is the same with or without them."""
+    rep = as_reporter(loggers)
+    started = rep.clock()
     pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
     total = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
     if nll_weight:
         total = total + nll_weight * sft_loss(policy, chosen_b)
     opt.zero_grad()
     total.backward()
-    if stats is not None:
-        stats.update(preference_metrics(pc, pr, ref_c, ref_r, beta), grad_norm=grad_norm(policy))
+    norm = rep.measure(lambda: grad_norm(policy))
     opt.step()
-    return (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), total.item()
+    value = total.item()
+    rep.log(step, lambda: {'loss': value, **preference_metrics(pc, pr, ref_c, ref_r, beta), 'grad_norm': norm},
+            started=started, tokens=batch_tokens(chosen_b) + batch_tokens(rejected_b))
+    return (pc - ref_c).mean().item(), (pr - ref_r).mean().item(), value
 
 
 def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
@@ -153,22 +158,15 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
     rep = as_reporter(loggers)
     gen = torch.Generator().manual_seed(seed) if batch_size is not None else None
-    tokens = batch_tokens(chosen_b) + batch_tokens(rejected_b) if rep.active and gen is None else 0
     log = []
     for step in range(1, steps + 1):
-        started, stats = rep.clock(), {} if rep.active else None
-        if gen is None:
-            d_chosen, d_rejected, value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta, loss,
-                                                          nll_weight, stats)
-        else:
+        chosen, rejected, c_ref, r_ref = chosen_b, rejected_b, ref_c, ref_r
+        if gen is not None:
             idx = torch.randint(len(pairs), (batch_size,), generator=gen)  # [b]
             chosen, rejected = (collate([pairs[i][side] for i in idx.tolist()], tok.pad_id) for side in (0, 1))
-            tokens = batch_tokens(chosen) + batch_tokens(rejected) if rep.active else 0
-            d_chosen, d_rejected, value = preference_step(policy, opt, chosen, rejected, ref_c[idx], ref_r[idx], beta,
-                                                          loss, nll_weight, stats)
-        if rep.active:
-            rep.log(step, {'loss': value, **stats, 'd_chosen': d_chosen, 'd_rejected': d_rejected}, started=started,
-                    tokens=tokens)
+            c_ref, r_ref = ref_c[idx], ref_r[idx]
+        d_chosen, d_rejected, _ = preference_step(policy, opt, chosen, rejected, c_ref, r_ref, beta, loss, nll_weight,
+                                                  rep, step)
         if monitor is not None:
             monitor.append((step, d_chosen, d_rejected))
         if step % every == 0:

@@ -41,7 +41,7 @@ from ..rendering.trajectory import collate
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
-from .diagnostics import informative_fraction, is_read
+from .diagnostics import informative_fraction
 from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics
 
 ADV_NORMS = ('mean', 'std')
@@ -219,7 +219,6 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
     history = first_evaluation(model, evaluate, start, rep)
     logs = []
     for step in range(1, steps + 1):
@@ -237,7 +236,7 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
                 b_turn = b_turn / (b_rewards.std(1) + STD_EPS).repeat_interleave(cfg.group)[:, None]
         # 3. epochs x minibatches of clipped updates
         B = len(trajs)
-        step_stats, watched = [], []  # the logs' stats per update; with loggers, (loss, grad norm, tokens) too
+        step_stats, watched = [], []  # the logs' stats per update, and its (loss, grad norm, tokens) for the loggers
         for _ in range(cfg.epochs):
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
@@ -246,16 +245,14 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
                 loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model)
                 opt.zero_grad()
                 loss.backward()
-                if rep.active:
-                    watched.append((loss.item(), grad_norm(model), batch_tokens(mb)))
+                watched.append((loss.item(), rep.measure(lambda: grad_norm(model)), batch_tokens(mb)))
                 opt.step()
                 step_stats.append(stats)
         row = {'step': start + step, 'reward': b_rewards.mean().item(), 'informative': informative_fraction(b_rewards)}
         row.update({k: sum(s[k] for s in step_stats) / len(step_stats) for k in step_stats[0]})
         logs.append(row)
-        if rep.active:
-            rep.log(start + step, _step_metrics(row, watched, trajs, cfg.group, read), started=started,
-                    tokens=sum(w[2] for w in watched), episodes=len(trajs))
+        rep.log(start + step, lambda: _step_metrics(row, watched, trajs, cfg.group, env), started=started,
+                tokens=sum(w[2] for w in watched), episodes=len(trajs))
         if evaluate is not None and step % every == 0:
             values = evaluate(model)
             history.append((start + step, *values))
@@ -267,10 +264,10 @@ _TRL_NAMES = {'clip_frac': 'clip_ratio/region_mean'}
 """``logs`` keys whose logged name is TRL's (the others keep theirs)."""
 
 
-def _step_metrics(row, watched, trajs, group, read) -> dict:
+def _step_metrics(row, watched, trajs, group, env) -> dict:
     """A step's logged monitors: its ``logs`` row under TRL's names, the mean loss and grad norm of its
-    updates (``watched``: (loss, grad norm, tokens) each), and what its sample shows."""
-    out = sample_metrics(trajs, group, read=read)
+    updates (``watched``: (loss, grad norm, tokens) each), and what its sample (in ``env``) shows."""
+    out = sample_metrics(trajs, group, env)
     out.update({_TRL_NAMES.get(k, k): v for k, v in row.items() if k != 'step'})  # reward, informative: the row's
     out['loss'] = sum(w[0] for w in watched) / len(watched)
     out['grad_norm'] = sum(w[1] for w in watched) / len(watched)

@@ -4,42 +4,43 @@ Section 15.6's advice is about what to watch while training: the share of groups
 (not the loss) to choose an SFT checkpoint by, the filter's gap to an independent check every round,
 invalid calls while DPO's own metric improves. Every function here reads what a recipe has at hand
 (its sample, its kept set, its logits, its gradients): none samples, none draws a random number, none
-changes a gradient, and a recipe calls them only when a logger listens (``loggers.Reporter.active``).
-``loggers.names.METRICS`` names and explains each figure.
+changes a gradient. A recipe computes its loss the same way whether or not a logger listens and hands these to
+its reporter as callables (``loggers.Reporter.measure``, or the metrics ``Reporter.log`` takes), which only a
+listening reporter calls. ``loggers.names.METRICS`` names and explains each figure.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from ..policies.tinyagent import entropy_from_logits
+from ..policies.tinyagent import entropy_from_logits, log_probs_and_logits
 from .diagnostics import informative_fraction, is_read
 from .outcomes import DEFAULT_THRESHOLD, mean_return, success_rate
 
 
-def logp_and_entropy(model, batch):
-    """``sequence_log_probs`` of a collate batch and the mean action-token entropy of the same logits ->
-    (logp [B, T-1], float).
+def logp_and_entropy(model, batch, rep):
+    """The log-probs a loss reads off a collate batch, and the mean action-token entropy of the same logits taken
+    when ``rep`` listens -> (logp [B, T-1], float or None).
 
-    The log-probs are computed exactly as ``model.sequence_log_probs`` computes them (the same operations,
-    so the same bits); the entropy is read off the detached logits, so the loss's graph is untouched."""
-    ids, lengths = batch['ids'], batch.get('lengths')
-    logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1]  # [B, T-1, V]
-    B, T1, V = logits.shape
-    logp = -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1)
-    return logp, action_entropy_of(logits, batch['action_mask'])
+    The log-probs are ``sequence_log_probs(model, ids, lengths, mask=action_mask)``'s, by the same function
+    (``log_probs_and_logits``); the entropy is read off its detached logits (``rep.measure``), so a run without a
+    logger computes the loss alone and a run with one adds no forward pass."""
+    mask = batch['action_mask']  # [B, T-1]
+    logp, logits = log_probs_and_logits(model, batch['ids'], batch.get('lengths'), mask)  # [B, T-1], [.., V]
+    return logp, rep.measure(lambda: action_entropy_of(logits, mask))
 
 
 def action_entropy_of(logits: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean next-token entropy over the action tokens: ``logits [B, T-1, V]``, ``mask [B, T-1]`` -> float.
+    """Mean next-token entropy over the action tokens: ``logits [B, T-1, V]`` (or ``[n, V]``, already at the ``mask``'s
+    positions: ``log_probs_and_logits`` of a policy that computes only those), ``mask [B, T-1]`` -> float.
 
     Computed on the action positions only (a few of every episode's tokens), off the graph; 0 if there are none."""
     with torch.no_grad():
-        rows, cols = mask.nonzero(as_tuple=True)  # [n] each: the action positions
-        if not len(rows):
+        where = mask != 0  # [B, T-1]
+        weights = mask[where]  # [n]
+        if not len(weights):
             return 0.0
-        weights = mask[rows, cols]  # [n]
-        return ((entropy_from_logits(logits.detach()[rows, cols]) * weights).sum() / weights.sum()).item()  # [n, V]
+        rows = logits.detach() if logits.dim() == 2 else logits.detach()[where.to(logits.device)]  # [n, V]
+        return ((entropy_from_logits(rows).cpu() * weights).sum() / weights.sum()).item()
 
 
 def grad_norm(model) -> float:
@@ -106,6 +107,13 @@ def filter_metrics(kept, sample=None, threshold: float = DEFAULT_THRESHOLD) -> d
         out['filter/pass_gap'] = success_rate(sample, threshold) - sum(bool(t.info['hidden_pass']) for t in sample) \
             / len(sample)
     return out
+
+
+def round_metrics(k: int, sample, kept, group: int, threshold: float = DEFAULT_THRESHOLD, env=None) -> dict:
+    """A round of a sample-and-filter recipe (expert iteration, STaR, RFT with a baseline): ``round``, what its
+    ``sample`` of ``group`` episodes per task in ``env`` shows (``sample_metrics``) and what its filter ``kept``
+    (``filter_metrics``)."""
+    return {'round': k, **sample_metrics(sample, group, env, threshold), **filter_metrics(kept, sample, threshold)}
 
 
 def preference_metrics(pc, pr, ref_c, ref_r, beta: float) -> dict:

@@ -26,10 +26,9 @@ from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter, merge_eval
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
-from .diagnostics import is_read
 from .dpo import LOSSES, episode_logp, make_pairs, preference_step
 from .evaluation import pass_rate
-from .monitors import batch_tokens, sample_metrics
+from .monitors import sample_metrics
 
 
 @small_model_threads
@@ -60,11 +59,10 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
     tasks = list(tasks)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr)
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
     log = []
     for step in range(1, steps + 1):
-        started = rep.clock()
         if (step - 1) % regen_every == 0:  # a new round: fresh pairs, and the policy becomes the reference
+            started = rep.clock()
             r = (step - 1) // regen_every
             sample_pass, sample = pass_rate(policy, tasks, tok, n_samples, seed=seed + r, env=env)
             invalid = sum(t.info['n_invalid'] for t in sample) / len(sample)
@@ -74,18 +72,12 @@ def train_online_dpo(policy, tasks, tok, steps=100, regen_every=25, n_samples=16
                 rejected_b = collate([rj for _, rj in pairs], tok.pad_id)
                 with torch.no_grad():
                     ref_c, ref_r = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
-            if rep.active:
-                rep.log(step - 1, {'round': r, 'pairs': len(pairs), **sample_metrics(sample, n_samples, read=read)},
-                        started=started, episodes=len(sample))
-                started = rep.clock()
+            rep.log(step - 1, lambda: {'round': r, 'pairs': len(pairs), **sample_metrics(sample, n_samples, env)},
+                    started=started, episodes=len(sample))
         d_chosen = d_rejected = loss_value = 0.0
         if pairs:
-            stats = {} if rep.active else None
             d_chosen, d_rejected, loss_value = preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta,
-                                                               loss, nll_weight, stats)
-            if rep.active:
-                rep.log(step, {'loss': loss_value, **stats, 'd_chosen': d_chosen, 'd_rejected': d_rejected},
-                        started=started, tokens=batch_tokens(chosen_b) + batch_tokens(rejected_b))
+                                                               loss, nll_weight, rep, step)
         if step % every == 0:
             row = {'step': step, 'round': r, 'pairs': len(pairs), 'sample_pass': sample_pass, 'invalid': invalid,
                    'd_chosen': d_chosen, 'd_rejected': d_rejected, 'loss': loss_value}

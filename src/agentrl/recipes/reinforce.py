@@ -20,12 +20,11 @@ import torch.nn.functional as F
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..policies.tinyagent import entropy_from_logits, sequence_log_probs
+from ..policies.tinyagent import entropy_from_logits
 from ..rendering.trajectory import collate
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
-from .diagnostics import is_read
 from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics
 
 
@@ -46,7 +45,7 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
 
 @small_model_threads
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
-                   env=DEFAULT_ENV, credit='episode', gamma=1.0, stats=None, read=None) -> float:
+                   env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None, step=0) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
@@ -55,13 +54,14 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     token by its episode's return minus the group mean; ``credit='turn'`` by its turn's reward-to-go
     (discounted by ``gamma``) minus the group's leave-one-out baseline of it (``recipes.credit``).
 
-    ``stats``, a dict, is filled with the step's monitors (``loss``, ``grad_norm``, ``entropy`` of the update's
-    logits, what the sample shows: ``monitors.sample_metrics``, and ``tokens`` / ``episodes`` counts); without it
-    none is computed. ``read``: the environment's test of a looking call for ``reads_first`` (default
-    ``diagnostics.is_read(env)``; ``train_rl`` resolves it once).
+    ``loggers`` (a ``loggers.Reporter``, or what one accepts) get the step's monitors at ``step``: ``loss``,
+    ``grad_norm`` (before the update), ``entropy`` of the update's logits, what the sample shows
+    (``monitors.sample_metrics``) and the token and episode counts. The step is the same with or without them.
     """
     _check(n_tasks, group, temperature, entropy_bonus)
     check_credit(credit, gamma)
+    rep = as_reporter(loggers)
+    started = rep.clock()
     trajs = rollout_groups(model, rng.sample(list(tasks), n_tasks), tok, group, env=env, temperature=temperature,
                            generator=gen)
     b = collate(trajs, tok.pad_id)
@@ -71,20 +71,17 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
         logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
         logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
         entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
-    elif stats is not None:  # the same log-probs, and the entropy of their logits
-        logp, entropy = logp_and_entropy(model, b)  # [B, T-1], float
     else:
-        logp = sequence_log_probs(model, b['ids'], b['lengths'], mask=mask)  # [B, T-1]
+        logp, entropy = logp_and_entropy(model, b, rep)  # [B, T-1], float or None
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
     if entropy_bonus:
         pg_loss = pg_loss - entropy_bonus * entropy
     opt.zero_grad()
     pg_loss.backward()
-    if stats is not None:
-        stats.update(sample_metrics(trajs, group, read=read or is_read(env)), loss=pg_loss.item(),
-                     grad_norm=grad_norm(model), entropy=entropy.item() if entropy_bonus else entropy,
-                     tokens=batch_tokens(b), episodes=len(trajs))
+    norm = rep.measure(lambda: grad_norm(model))
     opt.step()
+    rep.log(step, lambda: {**sample_metrics(trajs, group, env), 'loss': pg_loss, 'grad_norm': norm,
+                           'entropy': entropy}, started=started, tokens=batch_tokens(b), episodes=len(trajs))
     return b['rewards'].view(n_tasks, group).mean().item()
 
 
@@ -110,15 +107,10 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
     history = first_evaluation(model, evaluate, start, rep)
     for step in range(1, steps + 1):
-        started, stats = rep.clock(), {} if rep.active else None
         reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
-                       stats, read)
-        if rep.active:
-            tokens, episodes = stats.pop('tokens'), stats.pop('episodes')
-            rep.log(start + step, stats, started=started, tokens=tokens, episodes=episodes)
+                       rep, start + step)
         if evaluate is not None and step % every == 0:
             values = evaluate(model)
             history.append((start + step, *values))

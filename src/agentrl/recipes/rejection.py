@@ -14,9 +14,8 @@ from collections import Counter
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
 from ..runtime.threads import small_model_threads
-from .diagnostics import is_read
 from .evaluation import pass_rate
-from .monitors import filter_metrics, sample_metrics
+from .monitors import round_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
 from .sft import sft_train
@@ -95,7 +94,6 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
     """
     threshold = check_threshold(threshold)
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
 
     def one_round(k):
         started = rep.clock()
@@ -109,9 +107,8 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
         row = {'round': k, 'rate': rate, 'kept': kept, 'solved': sorted({t.info['task'] for t in kept}),
                'hacks': _hacks(kept),
                'first_actions': Counter(t.info['actions'][0] for t in kept)}
-        if rep.active:
-            rep.log(k * steps, {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
-                                **filter_metrics(kept, sample, threshold)}, started=started, episodes=len(sample))
+        rep.log(k * steps, lambda: round_metrics(k, sample, kept, n_samples, threshold, env), started=started,
+                episodes=len(sample))
         if not kept:
             warn_no_signal(f'expert_iteration round {k}', f'no episode reached the threshold {threshold:g}', sample)
             return row, None

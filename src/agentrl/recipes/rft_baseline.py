@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 
 import torch
 
@@ -48,11 +49,12 @@ from ..loggers.protocol import as_reporter
 from ..policies.tinyagent import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
-from .diagnostics import informative_fraction, is_read
+from .diagnostics import informative_fraction
 from .evaluation import pass_rate
-from .monitors import batch_tokens, filter_metrics, grad_norm, logp_and_entropy, sample_metrics
+from .monitors import batch_tokens, round_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
+from .sft import sft_step
 
 
 def group_baseline_weights(rewards: torch.Tensor, keep_all_pass: bool = True) -> torch.Tensor:
@@ -132,19 +134,10 @@ def weighted_sft_train(model, trajs, weights, tok, steps=100, lr=3e-3, batch_siz
         if frozen is not None:
             with torch.no_grad():
                 old = sequence_log_probs(frozen, batch['ids'], batch['lengths'])  # [b, T-1]
-        if rep.active:  # the same loss, and the entropy of its logits
-            logp, entropy = logp_and_entropy(model, batch)  # [b, T-1], float
-            loss = _weighted_nll(logp, batch['action_mask'], weights[idx], old, clip)
-        else:
-            loss = weighted_sft_loss(model, batch, weights[idx], old, clip)
-        opt.zero_grad()
-        loss.backward()
-        norm = grad_norm(model) if rep.active else None
-        opt.step()
-        losses.append(loss.item())
-        if rep.active:
-            rep.log(step, {'loss': losses[-1], 'grad_norm': norm, 'entropy': entropy}, started=started,
-                    tokens=batch_tokens(batch))
+        nll = partial(_weighted_nll, weights=weights[idx], old_logp=old, clip=clip)  # weighted_sft_loss of the logp
+        metrics = sft_step(model, opt, batch, rep, nll)
+        losses.append(metrics['loss'])
+        rep.log(step, metrics, started=started, tokens=batch_tokens(batch))
     return losses
 
 
@@ -175,7 +168,6 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
     threshold, clip = check_threshold(threshold), check_clip(clip)
     tasks = list(tasks)
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
 
     def one_round(k):
         started = rep.clock()
@@ -187,11 +179,10 @@ def rft_baseline_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, 
                'min_weight': min((w for _, w in pool), default=0.0),
                'solved': sorted({t.info['task'] for t, ok in zip(sample, success.view(-1).tolist()) if ok}),
                'informative': informative_fraction(success)}
-        if rep.active:
-            positive = [t for t, w in pool if w > 0]
-            rep.log(k * steps, {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
-                                **filter_metrics(positive, sample, threshold), 'rft/negatives': row['n_neg'],
-                                'rft/min_weight': row['min_weight']}, started=started, episodes=len(sample))
+        positive = [t for t, w in pool if w > 0]  # the successes it trains, as RFT's filter keeps them
+        rep.log(k * steps, lambda: {**round_metrics(k, sample, positive, n_samples, threshold, env),
+                                    'rft/negatives': row['n_neg'], 'rft/min_weight': row['min_weight']},
+                started=started, episodes=len(sample))
         if not pool:
             why = (f'no episode reached the threshold {threshold:g}' if not success.any() else
                    'every group passed, and keep_all_pass=False gives an all-pass group no weight')

@@ -36,7 +36,7 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     AdamW step on ``sft_loss``, and calls ``hook(step)`` every ``every`` steps, so an experiment can
     evaluate or snapshot the model without restarting the optimizer. ``loggers`` (a logger or a list,
     ``agentrl.loggers``) get ``loss``, ``grad_norm``, ``entropy`` and the token counts at every step
-    (``loggers.names.RECIPE_METRICS['sft_train']``); without them nothing of the kind is computed.
+    (``loggers.names.RECIPE_METRICS['sft_train']``); the steps are ``sft_step``'s either way.
     """
     trajs = list(trajs)
     if not trajs:
@@ -54,19 +54,24 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
         started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)
         batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
-        if rep.active:  # the same loss, and the entropy of its logits
-            logp, entropy = logp_and_entropy(model, batch)  # [B, T-1], float
-            loss = masked_nll(logp, batch['action_mask'])
-        else:
-            loss = sft_loss(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        norm = grad_norm(model) if rep.active else None
-        opt.step()
-        losses.append(loss.item())
-        if rep.active:
-            rep.log(step, {'loss': losses[-1], 'grad_norm': norm, 'entropy': entropy}, started=started,
-                    tokens=batch_tokens(batch))
+        metrics = sft_step(model, opt, batch, rep)
+        losses.append(metrics['loss'])
+        rep.log(step, metrics, started=started, tokens=batch_tokens(batch))
         if hook is not None and step % every == 0:
             hook(step)
     return losses
+
+
+def sft_step(model, opt, batch, rep, nll=masked_nll) -> dict:
+    """One ``opt`` step on ``nll(logp, action_mask)`` of a collate batch (default ``masked_nll``: ``sft_loss``) ->
+    the step's monitors: ``loss`` (a float), ``grad_norm`` and ``entropy`` (floats when ``rep`` listens, else None).
+
+    The loss is computed the same way whether or not anything listens; the entropy is read off its logits and the
+    gradient's norm before the step, both only for a listening ``rep`` (``monitors.logp_and_entropy``)."""
+    logp, entropy = logp_and_entropy(model, batch, rep)  # [B, T-1], float or None
+    loss = nll(logp, batch['action_mask'])
+    opt.zero_grad()
+    loss.backward()
+    norm = rep.measure(lambda: grad_norm(model))
+    opt.step()
+    return {'loss': loss.item(), 'grad_norm': norm, 'entropy': entropy}

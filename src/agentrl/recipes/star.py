@@ -36,9 +36,8 @@ from ..rendering.protocols import as_renderer
 from ..rendering.trajectory import Trajectory
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
-from .diagnostics import is_read
 from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
-from .monitors import filter_metrics, sample_metrics
+from .monitors import round_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
 from .sft import sft_train
@@ -108,6 +107,15 @@ def rationalize(model, tasks, tok, n_samples, generator=None, mask=True, env=DEF
     return [mask_forced_tokens(t) for t in trajs] if mask else trajs
 
 
+def _star_metrics(row: dict) -> dict:
+    """What a round of STaR adds to the logged round (``star/*``): its rationalized successes, the tasks it
+    rationalized, and (when there were any) the pass rate of the rationalized rollouts."""
+    out = {'star/rationalized': row['n_rationalized'], 'star/failed_tasks': len(row['failed'])}
+    if row['forced_rate'] is not None:
+        out['star/forced_rate'] = row['forced_rate']
+    return out
+
+
 @small_model_threads
 def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, mask_forced=True, evaluate=None,
                    lr=3e-3, batch_size=32, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None) -> list:
@@ -135,7 +143,6 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
     tasks = list(tasks)
     gen = torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
-    read = is_read(env) if rep.active else None
 
     def one_round(k):
         started = rep.clock()
@@ -152,13 +159,8 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
                'n_rationalized': len(rationalized),
                'forced_rate': sum(t.reward for t in forced) / len(forced) if forced else None,
                'n_plain': len(plain), 'n_kept': len(kept), 'kept': kept}
-        if rep.active:
-            metrics = {'round': k, **sample_metrics(sample, n_samples, threshold=threshold, read=read),
-                       **filter_metrics(kept, sample, threshold), 'star/rationalized': len(rationalized),
-                       'star/failed_tasks': len(failed)}
-            if forced:
-                metrics['star/forced_rate'] = row['forced_rate']
-            rep.log(k * steps, metrics, started=started, episodes=len(sample) + len(forced))
+        rep.log(k * steps, lambda: {**round_metrics(k, sample, kept, n_samples, threshold, env),
+                                    **_star_metrics(row)}, started=started, episodes=len(sample) + len(forced))
         if not kept:
             warn_no_signal(f'star_iteration round {k}', f'no episode, plain or rationalized, reached the threshold '
                            f'{threshold:g}', sample + forced)
