@@ -26,7 +26,7 @@ _LAZY = {
     'load_model': 'policies.checkpoint', 'save_checkpoint': 'policies.checkpoint',
     'JsonlLogger': 'loggers', 'Logger': 'loggers', 'MemoryLogger': 'loggers', 'TensorBoardLogger': 'loggers',
     'open_run': 'loggers', 'read_jsonl': 'loggers',
-    'TinyAgent': 'policies.tinyagent', 'TinyAgentConfig': 'policies.tinyagent', 'entropy_from_logits': 'policies.tinyagent', 'sequence_log_probs': 'policies.tinyagent',
+    'TinyAgent': 'policies.tinyagent', 'TinyAgentConfig': 'policies.tinyagent', 'entropy_from_logits': 'policies.scoring', 'sequence_log_probs': 'policies.scoring',
     'HFPolicy': 'policies.hf', 'ChatRenderer': 'rendering.chat', 'Policy': 'rendering.protocols',  # transformers policies, chat templates
     'load_pretrained': 'policies.pretrained',  # a pretrained model offline: 'smollm2', a model folder or a .gguf file
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',

@@ -1,7 +1,7 @@
 """Policies: the models that play, and how they are stored and run.
 
-- ``tinyagent``: ``TinyAgent``, the chapter's small causal transformer with a key/value cache, and
-  ``sequence_log_probs`` / ``entropy_from_logits``;
+- ``tinyagent``: ``TinyAgent``, the chapter's small causal transformer with a key/value cache;
+- ``scoring``: ``sequence_log_probs`` and ``entropy_from_logits``, the recipes' view of any policy's tokens;
 - ``hf``: ``HFPolicy``, any ``transformers`` causal LM as a policy (lockstep decoding, the shared prompt prefix);
 - ``kv_cache``: a key/value cache for ``transformers`` models that grows by doubling;
 - ``pretrained``: pretrained models offline, by name (``'smollm2'``), a model folder or a ``.gguf`` file;

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..loggers.protocol import as_reporter, merge_eval
-from ..policies.tinyagent import sequence_log_probs
+from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
 from .monitors import batch_tokens, grad_norm, preference_metrics

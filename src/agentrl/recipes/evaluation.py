@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..envs.protocol import DEFAULT_ENV
-from ..policies.tinyagent import entropy_from_logits
+from ..policies.scoring import entropy_from_logits
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
 

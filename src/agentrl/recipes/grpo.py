@@ -36,7 +36,7 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..policies.tinyagent import entropy_from_logits
+from ..policies.scoring import entropy_from_logits
 from ..rendering.trajectory import collate
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads

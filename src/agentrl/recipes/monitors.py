@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..policies.tinyagent import entropy_from_logits, log_probs_and_logits
+from ..policies.scoring import entropy_from_logits, log_probs_and_logits
 from .diagnostics import informative_fraction, is_read
 from .outcomes import DEFAULT_THRESHOLD, mean_return, success_rate
 

@@ -46,7 +46,7 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..policies.tinyagent import sequence_log_probs
+from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
 from .diagnostics import informative_fraction

@@ -11,7 +11,7 @@ import math
 import torch
 
 from ..loggers.protocol import as_reporter
-from ..policies.tinyagent import sequence_log_probs
+from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
 from .monitors import batch_tokens, grad_norm, logp_and_entropy

@@ -42,7 +42,7 @@ def heat_logprobs(model, trajs, batch: int = 64) -> list:
     """Log-prob of every trained (policy) token under ``model`` -> one list per trajectory, in mask order."""
     import torch
 
-    from ...policies.tinyagent import sequence_log_probs
+    from ...policies.scoring import sequence_log_probs
     from ...rendering.trajectory import collate
     out, block = [], model.config.block_size
     model.eval()

@@ -16,7 +16,7 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
-from ...policies.tinyagent import sequence_log_probs
+from ...policies.scoring import sequence_log_probs
 from ...recipes.diagnostics import probe_episodes, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
 from ...recipes.reinforce import train_rl

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from ...policies.tinyagent import sequence_log_probs
+from ...policies.scoring import sequence_log_probs
 from ...recipes.outcomes import is_success
 from ...rendering.trajectory import collate
 from .answers import Answer, Undecided

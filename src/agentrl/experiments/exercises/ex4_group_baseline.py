@@ -25,7 +25,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from ...policies.tinyagent import sequence_log_probs
+from ...policies.scoring import sequence_log_probs
 from ...recipes.outcomes import NoSignalWarning, is_success
 from ...recipes.rft_baseline import group_baseline_weights, rft_baseline_iteration
 from ...rendering.trajectory import collate
