@@ -8,8 +8,8 @@
   statistics over seeds, ``sweep.md``, and ``compare``; built on ``chapter15/``;
 - ``bench/``: rollout, KV-cache and SFT-step throughput against a same-size Hugging Face peer, on the
   chapter's workload (``chapter15/env_registry.py``'s BugFix);
-- ``workers.py``: what ``reproduce --jobs`` and the sweep backends share about worker processes
-  (threads, the forkserver, ending workers, SIGTERM);
+- ``workers.py``: the worker processes of ``reproduce --jobs``, ``sweep`` and ``exercise --seeds``
+  (threads, the forkserver, SIGTERM, and the runner all three use);
 - ``cli.py``: the argparse glue that registers the subcommands.
 
 Imports go one way: ``cli.py`` -> ``sweeps/`` and ``bench/`` -> ``chapter15/`` -> ``workers.py``.

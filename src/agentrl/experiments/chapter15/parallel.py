@@ -29,8 +29,8 @@ with the shortest simulated wall at the typical section times ``COST``.
 
 Workers come from a ``forkserver`` (preloading torch and the library once, started before 15.1 so
 its start overlaps the parent's work; ``spawn`` where there is none): the parent has run torch by
-the time the workers start, and forking a process whose OpenMP pool is running is not safe. What this
-shares with the sweep backends (threads, the start method, ending workers, SIGTERM) is ``../workers.py``.
+the time the workers start, and forking a process whose OpenMP pool is running is not safe. They are
+``../workers.py``'s ``Runner``'s; Ctrl-C or SIGTERM ends them, and the sections merged by then stay written.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ import os
 import time
 from pathlib import Path
 
-from ..workers import exit_on_sigterm, pin_threads, process_context, restore_sigterm, stop_pool, usable_cores
+from ..workers import Runner, WorkerDied, pin_threads, process_context, usable_cores
 
 PARENT = ('15.1', '15.2')
 """Sections that always run in the calling process: they create the checkpoints the others read."""
@@ -208,14 +208,9 @@ def run_section(out: str, seed: int, config: dict, section: str, threads: int, e
 
 # --- the parent
 
-def context():
-    """The process start method: a forkserver preloading torch and the library (else spawn)."""
-    return process_context(PRELOAD)
-
-
 def prestart() -> None:
     """Start the forkserver now (it imports torch while the parent runs 15.1 and 15.2)."""
-    if context().get_start_method() == 'forkserver':
+    if process_context(PRELOAD).get_start_method() == 'forkserver':
         from multiprocessing import forkserver
         forkserver.ensure_running()
 
@@ -223,46 +218,23 @@ def prestart() -> None:
 def run_sections(chapter, todo) -> None:
     """Run the sections ``todo`` of ``chapter`` (a ``Chapter15`` whose 15.1 and 15.2 are done) in
     ``chapter.jobs`` worker processes; merge each into ``chapter`` (``Chapter15._merge``) as it finishes."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
     from dataclasses import asdict
 
     order = plan(todo, chapter.jobs, chapter.depends)
-    n = min(chapter.jobs, len(order))
     episodes = {s: EPISODES.get(s, ()) for s in order}
     shortest = min(order, key=lambda s: COST.get(s, 1.0))
     episodes[shortest] = EPISODES['15.2'] + episodes[shortest]
-    args = dict(config=asdict(chapter.cfg), threads=chapter.worker_threads, extended='beyond' in chapter.sections,
-                overrides=chapter.provenance.get('overrides'), policy=chapter.policy, parent=os.getpid(),
-                env=chapter.env.name, scheduled=tuple(chapter.sections),
+    args = dict(out=str(chapter.out.resolve()), seed=chapter.seed, config=asdict(chapter.cfg), policy=chapter.policy,
+                threads=chapter.worker_threads, extended='beyond' in chapter.sections, parent=os.getpid(),
+                overrides=chapter.provenance.get('overrides'), env=chapter.env.name, scheduled=tuple(chapter.sections),
                 logdir=None if chapter.logdir is None else str(chapter.logdir))
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=context())
-    pending, inflight, free = list(order), {}, list(range(1, n + 1))
-    old_term = exit_on_sigterm()  # `kill PID` ends the workers too (the finally below)
-    clean = False
-    try:
-        while pending or inflight:
-            while pending and free:
-                section, worker = pending.pop(0), free.pop(0)
-                fut = pool.submit(run_section, str(chapter.out.resolve()), chapter.seed, section=section,
-                                  episodes=episodes[section], **args)
-                inflight[fut] = (section, worker)
-                if chapter.progress:
-                    chapter.progress(section, done=False, worker=worker)
-            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: order.index(inflight[f][0])):
-                section, worker = inflight.pop(fut)
-                try:
-                    res = fut.result()
-                except BrokenProcessPool as e:
-                    raise RuntimeError(f'the worker running section {section} died (killed, or out of memory)') from e
-                free = sorted(free + [worker])
-                chapter._merge(section, res['results'], res['lines'], res['seconds'], worker=worker)
-        clean = True
-    finally:
-        if clean:
-            pool.shutdown(wait=True)
-        else:  # an error or Ctrl-C: end the workers we started; finished sections are already written
-            for p in stop_pool(pool):
-                p.join(timeout=5)
-        restore_sigterm(old_term)
+    started = (lambda job: chapter.progress(job.key, done=False, worker=job.slot)) if chapter.progress else None
+    with Runner(chapter.jobs, PRELOAD, on_start=started) as runner:
+        for section in order:  # started in this order as workers free up, handed back in it when they end together
+            runner.submit(section, run_section, section=section, episodes=episodes[section], **args)
+        for job in runner.as_finished():
+            try:
+                res = job.result()
+            except WorkerDied as e:
+                raise RuntimeError(f'section {job.key}: {e}') from e
+            chapter._merge(job.key, res['results'], res['lines'], res['seconds'], worker=job.slot)

@@ -1,19 +1,19 @@
 """An exercise over seeds (``agentrl exercise N --seeds 0-9 [--from SWEEP_DIR]``): each answer's hold rate.
 
-Every seed runs the exercise into ``OUT/seedN`` (a complete ``agentrl exercise N --seed N`` folder), in a pool of
-worker processes, each on ``--threads`` torch threads (1 by default, as ``agentrl sweep``'s seeds, so a seed folder
-of ``agentrl sweep`` is the ``--from`` of the same seed here: ``--from SWEEP_DIR`` gives seed N the folder
-``SWEEP_DIR/seedN``). Then every answer is checked again on every seed's figures (so a changed threshold needs no
-new run) and summed up:
+Every seed runs the exercise into ``OUT/seedN`` (a complete ``agentrl exercise N --seed N`` folder) in a worker
+process of its own, at most ``--workers`` at a time, each on ``--threads`` torch threads (1 by default, as
+``agentrl sweep``'s seeds, so a seed folder of ``agentrl sweep`` is the ``--from`` of the same seed here:
+``--from SWEEP_DIR`` gives seed N the folder ``SWEEP_DIR/seedN``). Then every answer is checked again on every
+seed's figures (so a changed threshold needs no new run) and summed up:
 
 - ``OUT/exercise.json``: per answer, each seed's verdict and figure, the seeds that decide it, how many hold, the
   hold rate; what the exercise pools over seeds (its ``pooled``: exercise 6's correlation, exercise 7's winners);
   the seeds, their times and failures, the config and the provenance;
 - ``OUT/exercise.md``: the same as tables, and the exercise's pooled figure where it has one.
 
-A seed whose run raises is reported, the others go on, and the command exits 1. ``--resume`` skips the seeds whose
-folder holds a finished run and resumes the others from their finished parts. The sweep holds ``OUT``
-(``lock.FolderLock``).
+A seed whose run raises, or whose worker dies, is reported, the others go on, and the command exits 1. ``--resume``
+skips the seeds whose folder holds a finished run and resumes the others from their finished parts. The sweep holds
+``OUT`` (``lock.FolderLock``).
 """
 from __future__ import annotations
 
@@ -112,43 +112,30 @@ def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
 
 
 def run_all(spec, args, out: Path, env: str, config, overrides: dict, console) -> dict:
-    """Run every seed not finished yet in a process pool -> {seed: {'status', 'seconds', 'error'}}."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    """Run every seed not finished yet, each in a worker process of its own -> {seed: {'status', 'seconds', 'error'}}."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..workers import exit_on_sigterm, process_context, restore_sigterm, stop_pool, usable_cores
-    state = {}
-    todo = []
-    for s in args.seeds:
-        if args.resume and finished(out / f'seed{s}'):
-            state[s] = {'status': 'skipped', 'seconds': 0.0}
-        else:
-            todo.append(s)
-    workers = min(args.workers or max(1, usable_cores() // args.threads), max(len(todo), 1))
-    old = exit_on_sigterm()
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=process_context(['torch', 'agentrl']))
-    try:
-        with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=30), TextColumn('{task.completed}/'
-                      '{task.total} seeds'), TimeElapsedColumn(), console=console) as bar:
-            job = bar.add_task(f'exercise {spec.number} on {env}', total=len(args.seeds),
-                               completed=len(args.seeds) - len(todo))
-            futures = {pool.submit(run_seed, spec.number, str(out / f'seed{s}'), s, env, asdict(config), overrides,
-                                   seed_source(args.source, s), args.resume, args.threads, args.policy): s
-                       for s in todo}
-            for f in as_completed(futures):
-                s = futures[f]
-                try:
-                    res = f.result()
-                    state[s] = {'status': 'ok', 'seconds': res['seconds']}
-                    console.print(f"seed {s}: {res['summary']} in {res['seconds']:.0f} s", markup=False, highlight=False)
-                except Exception as e:  # the seed's run raised, or its worker died
-                    state[s] = {'status': 'failed', 'seconds': 0.0, 'error': f'{type(e).__name__}: {e}'}
-                    console.print(f'[red]seed {s} failed: {type(e).__name__}: {e}[/red]')
-                bar.advance(job)
-    finally:
-        stop_pool(pool)
-        restore_sigterm(old)
+    from ..workers import Runner, usable_cores
+    todo = [s for s in args.seeds if not (args.resume and finished(out / f'seed{s}'))]
+    state = {s: {'status': 'skipped', 'seconds': 0.0} for s in args.seeds if s not in todo}
+    workers = args.workers or max(1, usable_cores() // args.threads)
+    with Runner(workers, ['torch', 'agentrl']) as runner, \
+            Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=30), TextColumn('{task.completed}/'
+                     '{task.total} seeds'), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(f'exercise {spec.number} on {env}', total=len(args.seeds), completed=len(state))
+        for s in todo:
+            runner.submit(s, run_seed, spec.number, str(out / f'seed{s}'), s, env, asdict(config), overrides,
+                          seed_source(args.source, s), args.resume, args.threads, args.policy)
+        for job in runner.as_finished():
+            s = job.key
+            try:
+                res = job.result()
+                state[s] = {'status': 'ok', 'seconds': res['seconds']}
+                console.print(f"seed {s}: {res['summary']} in {res['seconds']:.0f} s", markup=False, highlight=False)
+            except Exception as e:  # the seed's run raised, or its worker died
+                state[s] = {'status': 'failed', 'seconds': 0.0, 'error': f'{type(e).__name__}: {e}'}
+                console.print(f'[red]seed {s} failed: {type(e).__name__}: {e}[/red]')
+            bar.advance(task)
     return state
 
 

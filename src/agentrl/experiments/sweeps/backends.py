@@ -4,12 +4,9 @@ The job (``run_seed``) runs or resumes one seed of one variant into its folder, 
 thread (or ``threads``, the same for every seed), so a seed's figures are the same on either backend
 and at any worker count; another thread count sums in another order and may move them.
 
-Backends. ``LocalBackend`` runs each seed attempt in its own single-worker ``ProcessPoolExecutor``
-(``forkserver`` context, preloading torch and the library once; ``spawn`` where there is no
-forkserver). One pool per attempt rather than one shared pool: when a worker of a shared pool dies,
-the executor marks *every* in-flight future broken, so a SIGKILLed seed could not be told apart from
-its innocent neighbours; with one pool per attempt a death is charged to exactly its seed. The price
-is one fork of the preloaded server per attempt (milliseconds). ``RayBackend`` runs the same job as
+Backends. ``LocalBackend`` runs each seed attempt in a worker process of its own (``workers.Runner``,
+forking a ``forkserver`` that preloads torch and the library once; ``spawn`` where there is no
+forkserver), so a worker that dies fails only its seed's attempt. ``RayBackend`` runs the same job as
 a ``@ray.remote(num_cpus=threads)`` task, on a local instance or on the cluster at ``address`` (the
 output folder must then be on a file system the workers share, and the workers need agentrl).
 
@@ -18,8 +15,8 @@ as JSON ``{"SEED": {"mode": "raise"|"kill", "after": "start"|"15.1".."15.6", "at
 attempts 1..K of that seed (in every variant) raise (or SIGKILL their own worker) right after
 section ``after`` is written (or at the job's start).
 
-What the backends share with ``reproduce --jobs`` (thread pinning, the forkserver, ending a pool's
-workers) is in ``experiments/workers.py``; the job builds the same ``Chapter15`` as ``agentrl reproduce``.
+What the backends share with ``reproduce --jobs`` (thread pinning, the forkserver, the runner) is in
+``experiments/workers.py``; the job builds the same ``Chapter15`` as ``agentrl reproduce``.
 """
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-from ..workers import pin_threads, process_context, stop_pool
+from ..workers import Runner, WorkerDied, pin_threads
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == chapter15.reproduction.SECTIONS (not imported: keeps this module light)
 FAULT_ENV = 'AGENTRL_SWEEP_FAULT'
@@ -97,44 +94,25 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
 # --- backends
 
 class LocalBackend:
-    """Each attempt in its own single-worker ``ProcessPoolExecutor`` (forkserver, else spawn); a dead worker breaks only its seed."""
+    """Each attempt in its own worker process (``workers.Runner``); a dead worker fails only its seed's attempt."""
     name = 'local'
 
-    def __init__(self, workers: int):
-        # a forkserver: a clean server process that imports torch and the library once (with OMP_NUM_THREADS=1
-        # already set, before any thread pool exists); each attempt is then a fork of it, ~2.5 s faster than spawn
-        self.ctx = process_context(['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter',
-                                    'safetensors.torch', 'torch._dynamo'])  # as reproduce --jobs preloads (parallel.PRELOAD)
+    def __init__(self, workers: int):  # preloading as reproduce --jobs does: a fork is ~2.5 s faster than spawn
+        self.runner = Runner(workers, ['agentrl.experiments.sweeps.backends', 'agentrl.experiments.chapter15.chapter',
+                                       'safetensors.torch', 'torch._dynamo'])
         self.limit = workers
-        self.pools = {}
 
     def submit(self, *args):
-        from concurrent.futures import ProcessPoolExecutor
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=self.ctx)
-        fut = pool.submit(run_seed, *args)
-        self.pools[fut] = pool
-        return fut
+        return self.runner.submit(None, run_seed, *args)
 
     def wait(self, handles, timeout):
-        from concurrent.futures import FIRST_COMPLETED, wait
-        done, _ = wait(handles, timeout=timeout, return_when=FIRST_COMPLETED)
-        return list(done)
+        return self.runner.wait(timeout)
 
     def result(self, handle):
-        from concurrent.futures.process import BrokenProcessPool
-        pool = self.pools.pop(handle)
-        try:
-            return handle.result()
-        except BrokenProcessPool as e:
-            raise WorkerDied('worker process died abruptly (killed, e.g. SIGKILL or out of memory)') from e
-        finally:
-            pool.shutdown(wait=True)
+        return handle.result()
 
     def close(self):
-        for fut, pool in list(self.pools.items()):
-            fut.cancel()
-            stop_pool(pool)  # a running job is not stopped by shutdown(); end the worker we started
-        self.pools.clear()
+        self.runner.close()
 
 
 class RayBackend:
@@ -174,7 +152,3 @@ class RayBackend:
 
     def close(self):
         self.ray.shutdown()
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended without returning (SIGKILL, OOM, segfault)."""

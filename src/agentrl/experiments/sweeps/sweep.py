@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..chapter15.settings import add_setting_args
 from ..chapter15.env_registry import DEFAULT
-from ..workers import THREAD_ENV, exit_on_sigterm, restore_sigterm
+from ..workers import THREAD_ENV, exit_on_sigterm
 from .backends import SECTIONS
 from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
 from .summary import summarize_sweep, write_grid
@@ -167,7 +167,7 @@ def _backend(name: str, workers: int, address, workers_given, n_jobs: int, threa
     """The backend the seeds run on (``local`` or ``ray``), closed at the end; SIGTERM ends its workers too."""
     from .backends import LocalBackend, RayBackend
     be = None
-    old_term = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
+    restore_sigterm = exit_on_sigterm()  # `kill PID` then runs the finally below, which ends the workers too
     try:
         if name == 'ray':
             # on a cluster, ray schedules every seed unless --workers caps how many are in flight
@@ -180,7 +180,7 @@ def _backend(name: str, workers: int, address, workers_given, n_jobs: int, threa
     finally:
         if be is not None:
             be.close()
-        restore_sigterm(old_term)
+        restore_sigterm()
 
 
 class SeedRuns:
