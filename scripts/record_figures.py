@@ -149,8 +149,9 @@ def record_reproduce(args) -> dict:
     from agentrl.experiments.chapter15.claims import check_claims
     run_dir = Path(args.run_dir)
     results = json.loads((run_dir / 'results.json').read_text())
-    findings = check_transcript((run_dir / 'transcript.txt').read_text()) if results.get('env', 'bugfix') == 'bugfix' else []
-    claims = [(c.key, ok, msg) for c, ok, msg in check_claims(results['sections'], results.get('env', 'bugfix'))]
+    findings = [(f.key, f.verdict, f.measured) for f in check_transcript((run_dir / 'transcript.txt').read_text())] \
+        if results.get('env', 'bugfix') == 'bugfix' else []
+    claims = [(f.key, f.verdict, f.measured) for f in check_claims(results['sections'], results.get('env', 'bugfix'))]
     lines = [line.rstrip() for line in Path(args.log).read_text().splitlines()]
     title = next((k for k, line in enumerate(lines) if re.search(r'Chapter 15 (findings|claims)', line)), None)
     if title is None:

@@ -17,7 +17,8 @@ import pytest
 
 from agentrl.cli import main
 from agentrl.experiments.chapter15 import env_registry as envs
-from agentrl.experiments.chapter15.claims import CLAIMS, check_claims, tally
+from agentrl.experiments.chapter15.claims import CLAIMS, check_claims
+from agentrl.experiments.chapter15.findings import tally
 
 ROOT = Path(__file__).resolve().parent.parent
 NEED_READ = {c.key for c in CLAIMS if 'read call' in c.needs}
@@ -84,11 +85,11 @@ def test_the_probe_labels_its_checkpoints_by_the_runs_steps(mailroom_run):
     config, probe = saved['config'], saved['sections']['15.6']['probe']
     assert list(probe) == ['SFT step 2', 'SFT step 4', 'weak base']  # sorted keys
     assert (config['cold_start_step'], config['sft_steps']) == (2, 4)
-    rows = {c.key: (ok, m) for c, ok, m in check_claims(saved['sections'], envs.get_env(saved['env']))}
+    rows = {f.key: (f.verdict, f.measured) for f in check_claims(saved['sections'], envs.get_env(saved['env']))}
     assert 'SFT step 2' in rows['signal-gap'][1] and 'SFT step 4' in rows['signal-gap'][1]
     sections = json.loads(json.dumps(saved['sections']))
     sections['15.6']['probe'] = {'weak base': probe['weak base'], 'SFT step 4': probe['SFT step 4']}  # cold start = last
-    rows = {c.key: (ok, m) for c, ok, m in check_claims(sections, envs.get_env(saved['env']))}
+    rows = {f.key: (f.verdict, f.measured) for f in check_claims(sections, envs.get_env(saved['env']))}
     assert rows['signal-gap'][0] is None and rows['signal-gap'][1].startswith('n/a: the cold start is the last SFT step')
     assert rows['entropy-falls'][0] is None
 
@@ -108,7 +109,7 @@ def test_claims_an_environment_cannot_decide_are_not_applicable_with_the_reason(
     saved = json.loads((out / 'results.json').read_text())
     assert saved['env'] == 'plainroom:PLAIN' and saved['sections']['15.6']['hacking'] == []
     assert not (out / 'checkpoints' / 'hacker.safetensors').exists()  # no public filter was trained
-    rows = {c.key: (ok, m) for c, ok, m in check_claims(saved['sections'], envs.get_env('plainroom:PLAIN'))}
+    rows = {f.key: (f.verdict, f.measured) for f in check_claims(saved['sections'], envs.get_env('plainroom:PLAIN'))}
     na = {k for k, (ok, _) in rows.items() if ok is None}
     assert na == NEED_READ | NEED_PUBLIC and len(na) == 5
     assert rows['acts-first'][1] == 'n/a: PlainMailroom has no call that only reads (no is_read_call)'

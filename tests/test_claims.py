@@ -28,7 +28,7 @@ def test_every_claim_names_bands_that_exist():
 def test_a_figure_a_run_lacks_fails_its_claim_with_a_reason(run_dir):
     sections = json.loads((run_dir / 'results.json').read_text())['sections']
     sections['15.4']['log'] = []
-    rows = {c.key: (ok, m) for c, ok, m in check_claims(sections)}
+    rows = {f.key: (f.verdict, f.measured) for f in check_claims(sections)}
     assert rows['dpo-no-skill'] == (False, 'missing: no DPO log (no preference pair)')
     assert rows['dpo-values'][0]
 
@@ -44,8 +44,8 @@ def test_claims_and_bands_agree_where_they_share_a_threshold(run_dir):
     """On a BugFix run, a claim that keeps its band's threshold on the same figure gives the band's verdict."""
     from agentrl.experiments.chapter15.bands import check_transcript
     sections = json.loads((run_dir / 'results.json').read_text())['sections']
-    bands = {name: ok for name, ok, _ in check_transcript((run_dir / 'transcript.txt').read_text())}
-    claims = {c.key: ok for c, ok, _ in check_claims(sections)}
+    bands = {f.key: f.verdict for f in check_transcript((run_dir / 'transcript.txt').read_text())}
+    claims = {f.key: f.verdict for f in check_claims(sections)}
     same = {'uniform-init', 'weak-format', 'weak-no-skill', 'sft-decisive', 'grad-identity', 'rft-baseline-close',
             'dpo-values', 'dpo-no-skill', 'nll-holds-format', 'cold-start-learns', 'signal-gap', 'entropy-falls',
             'mismatch-breaks', 'dedup-collapses'}

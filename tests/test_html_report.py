@@ -119,8 +119,8 @@ def test_findings_table_matches_the_transcript(run_dir, page):
     assert rows[0] == ['finding (band)', 'chapter', 'this run', 'holds']
     body = rows[1:]
     assert len(body) == len(findings) == 30
-    for (name, ok, fig), row in zip(findings, body):
-        assert row[0] == name and row[2] == str(fig) and row[3] == ('held' if ok else 'not held')
+    for f, row in zip(findings, body):
+        assert row[0] == f.key and row[2] == f.measured and row[3] == ('held' if f.verdict else 'not held')
     assert 'Findings' in page and '15.6 Design questions in practice' in page  # the chapter's tables follow
 
 

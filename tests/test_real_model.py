@@ -59,7 +59,7 @@ def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tin
     assert saved['config']['dtype'] == 'fp32' and saved['config']['device'] == 'cpu'
     assert saved['config']['model'] == {'pretrained': str(tiny_folder)} and saved['config']['lora_rank'] == 4
     from agentrl.experiments.chapter15.claims import check_claims
-    rows = {c.key: (ok, why) for c, ok, why in check_claims(saved['sections'], 'bugfix')}
+    rows = {f.key: (f.verdict, f.measured) for f in check_claims(saved['sections'], 'bugfix')}
     assert rows['uniform-init'][0] is None and 'does not start from random weights' in rows['uniform-init'][1]
     sizes = [p.stat().st_size for p in (out / 'checkpoints').glob('*.safetensors')]
     assert len(sizes) >= 8 and max(sizes) < 200_000  # the adapters only, not the model

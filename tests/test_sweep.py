@@ -55,12 +55,14 @@ def test_t_quantiles():
 
 
 def test_hold_rates():
-    assert S.hold_rate([True, False, True, True]) == 0.75
-    assert S.hold_rate([]) is None
-    rows = S.aggregate_findings({0: [('a', True, '1'), ('b', False, '2')], 1: [('a', True, '3'), ('b', True, '4')],
-                                 2: [('a', False, '5'), ('b', True, '6')]})
+    from agentrl.experiments.chapter15.findings import Finding
+    band = lambda name, ok, fig: Finding('band', name, '15.1', name, '', ok, fig, 'x')  # noqa: E731
+    rows = S.aggregate_findings({0: [band('a', True, '1'), band('b', False, '2'), band('c', None, 'n/a: why')],
+                                 1: [band('a', True, '3'), band('b', True, '4'), band('c', None, 'n/a: why')],
+                                 2: [band('a', False, '5'), band('b', True, '6'), band('c', None, 'n/a: why')]})
     assert rows['a']['hold_rate'] == pytest.approx(2 / 3) and rows['a']['held'] == 2 and rows['a']['n'] == 3
-    assert rows['b']['per_seed']['0'] == {'holds': False, 'figure': '2'}
+    assert rows['b']['per_seed']['0'] == {'holds': False, 'figure': '2'} and rows['b']['chapter'] == 'x'
+    assert rows['c']['hold_rate'] is None and rows['c']['n'] == 0 and rows['c']['why'] == 'n/a: why'
 
 
 def test_aggregate_flattens_and_splits_partial_figures():

@@ -10,7 +10,9 @@
   chapter's workload (``chapter15/env_registry.py``'s BugFix);
 - ``workers.py``: the worker processes of ``reproduce --jobs``, ``sweep`` and ``exercise --seeds``
   (threads, the forkserver, SIGTERM, and the runner all three use);
+- ``run_folder.py``: a run folder's JSON files, written whole and read with one set of checks by every
+  command that reads one;
 - ``cli.py``: the argparse glue that registers the subcommands.
 
-Imports go one way: ``cli.py`` -> ``sweeps/`` and ``bench/`` -> ``chapter15/`` -> ``workers.py``.
+Imports go one way: ``cli.py`` -> ``sweeps/`` and ``bench/`` -> ``chapter15/`` -> ``workers.py`` and ``run_folder.py``.
 """

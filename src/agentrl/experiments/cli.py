@@ -24,16 +24,10 @@ def _bench(args):
 
 def _claims(args):
     """The chapter's claims on a run (each verdict) or a sweep (each hold rate), for any environment."""
-    import json
     import sys
 
-    from rich.table import Table
-
-    from ..runtime.terminal import console as new_console, one_line
-    from .chapter15.claims import check_claims, markdown, summary
-    from .chapter15.env_registry import DEFAULT, get_env
-    from .chapter15.reproduce_command import claims_table
-    from .chapter15.reproduction import read_run
+    from ..runtime.terminal import console as new_console
+    from .chapter15.claims import markdown
     if args.list:
         print(markdown(), end='')
         return 0
@@ -42,44 +36,36 @@ def _claims(args):
     console = new_console()
     status = 0
     for folder in map(Path, args.dirs):
-        if (folder / 'sweep.json').is_file():
-            sweep = json.loads((folder / 'sweep.json').read_text())
-            from .sweeps.summary import seed_claims
-            from .sweeps.sweep_report import every_seed_line
-            try:
-                claims = seed_claims(folder, sweep)
-            except ValueError as e:  # the sweep's environment cannot be found here
-                print(f'agentrl claims: error: {e}', file=sys.stderr)
-                status = 2
-                continue
-            table = Table(title=one_line(f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', DEFAULT)} ({folder})"))
-            for col in ('claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'):
-                table.add_column(col)
-            for key, c in claims.items():
-                if c['hold_rate'] is None:
-                    table.add_row(f"{c['section']} {key}", c['test'], 'n/a', '-', c.get('why', ''))
-                    continue
-                fails = ', '.join(k for k, v in c['per_seed'].items() if v['holds'] is False) or '-'
-                table.add_row(f"{c['section']} {key}", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}", fails)
-            console.print(table)
-            console.print(every_seed_line(claims), markup=False, highlight=False)
-            continue
         try:
-            saved = read_run(folder)
-        except ValueError as e:
+            table, count = _claims_of(folder)
+        except ValueError as e:  # not a run or sweep folder, a damaged one, or its environment is not found here
             print(f'agentrl claims: error: {e}', file=sys.stderr)
             status = 2
             continue
-        try:
-            env = get_env(saved.get('env', DEFAULT))
-        except ValueError as e:  # a user's environment this process cannot import
-            print(f'agentrl claims: error: {folder} ran on an environment not found here: {e}', file=sys.stderr)
-            status = 2
-            continue
-        rows = check_claims(saved['sections'], env)
-        console.print(claims_table(rows, f"The chapter's claims on {env.name} (seed shift {saved.get('seed', 0)}, {folder})"))
-        console.print(summary(rows), markup=False, highlight=False)
+        console.print(table)
+        console.print(count, markup=False, highlight=False)
     return status
+
+
+def _claims_of(folder: Path) -> tuple:
+    """The claims of a run or sweep folder -> (their table, how many hold); ValueError saying what is wrong."""
+    from .chapter15.claims import check_claims
+    from .chapter15.env_registry import DEFAULT, get_env
+    from .chapter15.findings import every_seed_line, rates_table, summary, table
+    from .run_folder import read_json, read_run
+    if (folder / 'sweep.json').is_file():
+        from .sweeps.summary import seed_claims
+        sweep = read_json(folder / 'sweep.json', f'run `agentrl sweep --resume --out {folder}` with its seeds to rewrite it')
+        claims = seed_claims(folder, sweep)
+        title = f"The chapter's claims over {sweep['n']} seeds on {sweep.get('env', DEFAULT)} ({folder})"
+        return rates_table('claim', claims, title), every_seed_line(claims)
+    saved = read_run(folder)
+    try:
+        env = get_env(saved.get('env', DEFAULT))
+    except ValueError as e:  # a user's environment this process cannot import
+        raise ValueError(f'{folder} ran on an environment not found here: {e}') from None
+    rows = check_claims(saved['sections'], env)
+    return table(rows, f"The chapter's claims on {env.name} (seed shift {saved.get('seed', 0)}, {folder})"), summary(rows)
 
 
 def _report(args):

@@ -19,12 +19,13 @@ the chapter's findings as bands on the transcript). The layers, each importing o
 - ``reproduction.py``: ``Reproduction``, the run driver in one process: run folder, resume, finish, transcript;
 - ``parallel.py``: ``--jobs``: the sections after 15.2 in worker processes, each building a ``Reproduction``;
 - ``chapter.py``: ``Chapter15``, a ``Reproduction`` whose ``run()`` drives ``parallel.py`` with ``jobs > 1``;
-- ``claims.py: the chapter's claims as directions and relations, checked on any environment's results;
+- ``claims.py``: the chapter's claims as directions and relations, checked on any environment's results;
+- ``findings.py``: ``Finding``, what a band, a claim and an exercise's answer each are (a rule, a verdict and a
+  measured reason), and the one table they are shown in;
 - ``tables.py``: Markdown table and number formatting (``sweep.md`` and ``compare`` use it too);
 - ``figures.py``: figures 15.2-15.4 and the ``--extended`` ones;
 - ``report.py``: ``report.md``;
-- ``markdown_html.py``, ``page_data.py``, ``page_assets.py``: ``report.md`` as HTML, the episodes as the
-  page's JSON, the page's CSS and JS;
-- ``html_report.py``: ``report.html`` (``agentrl report``);
+- ``page_data.py``, ``page_assets.py``: the episodes as the page's JSON, the page's CSS and JS;
+- ``html_report.py``: ``report.html`` (``agentrl report``; ``report.md`` through Python-Markdown);
 - ``show.py``: episodes in the terminal (``agentrl show``).
 """

@@ -2,13 +2,16 @@
 
 A reproduction prints the lines the chapter's code prints (``transcript.txt``), rounds numbered from 0 as the
 chapter numbers them. This module parses them and applies each band as docs/bands.md states it, so the findings
-table of ``agentrl reproduce`` and a check of the chapter's own printed output agree.
+table of ``agentrl reproduce`` and a check of the chapter's own printed output agree. Each band's verdict is a
+``findings.Finding``, as a claim's and an exercise answer's are.
 """
 from __future__ import annotations
 
 import ast
 import math
 import re
+
+from .findings import Finding
 
 CHAPTER = {
     'setup: 20 train / 10 held-out': '20 / 10',
@@ -124,7 +127,7 @@ def _share_rounds(hk) -> str:
 
 
 def check(o: dict) -> list:
-    """Apply every band to parsed figures -> list of (name, holds, figure); a missing figure fails its band.
+    """Apply every band to parsed figures -> [Finding] (its ``measured``: the figure); a missing figure fails its band.
 
     Each figure is a short labelled text (``train 1.00 / held 1.00 at step 60``), never a Python repr.
     """
@@ -135,7 +138,7 @@ def check(o: dict) -> list:
             ok, fig = fn()
         except Exception as e:  # a missing line or value is a failed band, reported as such
             ok, fig = False, _missing(e)
-        out.append((name, bool(ok), fig))
+        out.append(Finding('band', name, name.split()[0].rstrip(':'), name, '', bool(ok), fig, CHAPTER.get(name, '')))
 
     V = o.get('vocab', 0)
     share = lambda key: o['owners'][key] / sum(o['owners'].values())
@@ -221,5 +224,5 @@ def check(o: dict) -> list:
 
 
 def check_transcript(text: str) -> list:
-    """Bands of a transcript in the chapter's format -> list of (name, holds, figure)."""
+    """Bands of a transcript in the chapter's format -> [Finding], in docs/bands.md's order."""
     return check(parse(text))

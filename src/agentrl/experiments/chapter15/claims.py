@@ -14,8 +14,8 @@ the claim does not apply, and says why, instead of failing. A check may also fin
 settings leave nothing to compare (``NotApplicable``, e.g. a cold start at the last SFT step).
 
 The list was written, and committed, before the second gym's first run (``docs/lessons.md`` sets
-every claim's hold rate on BugFix beside the Wiring gym's). ``check_claims(results, env)`` -> one row per claim,
-its verdict True, False or None (not applicable); ``tally`` counts them.
+every claim's hold rate on BugFix beside the Wiring gym's). ``check_claims(results, env)`` -> one ``findings.Finding``
+per claim, its verdict True, False or None (not applicable); ``findings.summary`` counts them.
 """
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .findings import Finding
 from .probes import probe_roles
+from .tables import table
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,6 @@ class Context:
 
 class NotApplicable(LookupError):
     """A claim's figures are there, but the run's settings leave nothing for it to compare (the message says why)."""
-
-
-NA = 'n/a'
-"""How a claim that does not apply is shown (its ``measured`` text starts with it)."""
 
 
 def _share(d, key):
@@ -329,53 +327,30 @@ def context(env) -> Context:
 
 
 def check_claims(results: dict, env=None) -> list:
-    """Every claim on a run's ``results.json`` sections -> [(claim, holds, measured)]; ``env``: its ``ChapterEnv`` or
-    ``--env`` name (default the chapter's). ``holds`` is None (``measured``: ``'n/a: why'``) for a claim that does
-    not apply: the environment lacks what it needs, or the settings leave nothing to compare. A figure the run
-    lacks fails its claim."""
+    """Every claim on a run's ``results.json`` sections -> [Finding]; ``env``: its ``ChapterEnv`` or ``--env`` name
+    (default the chapter's). A claim that does not apply (the environment lacks what it needs, or the settings leave
+    nothing to compare) has the verdict None, and ``'n/a: why'`` as what was measured. A figure the run lacks fails
+    its claim."""
     from .env_registry import DEFAULT
     ctx = context(DEFAULT if env is None else env)
     rows = []
     for claim in CLAIMS:
         missing = [ctx.lacks[need] for need in claim.needs if need in ctx.lacks]
-        if missing:
-            rows.append((claim, None, f"{NA}: {'; '.join(missing)}"))
-            continue
         try:
+            if missing:
+                raise NotApplicable('; '.join(missing))
             ok, measured = claim.check(results, ctx)
+            ok = False if isinstance(ok, float) and math.isnan(ok) else bool(ok)
         except NotApplicable as e:
-            rows.append((claim, None, f'{NA}: {e}'))
-            continue
+            ok, measured = None, f'n/a: {e}'
         except (KeyError, LookupError, TypeError, ZeroDivisionError) as e:
             ok, measured = False, f'missing: {e}'
-        if isinstance(ok, float) and math.isnan(ok):
-            ok = False
-        rows.append((claim, bool(ok), measured))
+        rows.append(Finding('claim', claim.key, claim.section, claim.lesson, claim.test, ok, measured))
     return rows
-
-
-def tally(rows) -> tuple:
-    """``check_claims`` rows -> (held, applicable, not applicable)."""
-    applicable = [ok for _, ok, _ in rows if ok is not None]
-    return sum(applicable), len(applicable), len(rows) - len(applicable)
-
-
-def summary(rows) -> str:
-    """``'N of M claims hold'`` (M: the claims that apply), with how many do not apply."""
-    held, m, na = tally(rows)
-    return f'{held} of {m} claims hold' + (f' ({na} not applicable)' if na else '')
-
-
-def verdict(ok) -> str:
-    """A claim's verdict in words: ``'held'``, ``'not held'`` or ``'n/a'``."""
-    return NA if ok is None else 'held' if ok else 'not held'
 
 
 def markdown() -> str:
     """The list as a Markdown table (``docs/claims.md`` holds it; a test keeps the two equal)."""
-    lines = ['| # | section | claim | decided by | applies to an environment with | BugFix bands of the same finding |',
-             '| --- | --- | --- | --- | --- | --- |']
-    for i, c in enumerate(CLAIMS, 1):
-        lines.append(f"| {i} | {c.section} | `{c.key}`: {c.lesson} | {c.test} | {', '.join(c.needs) or 'any'} | "
-                     f"{'; '.join(c.bands)} |")
-    return '\n'.join(lines) + '\n'
+    return table(['#', 'section', 'claim', 'decided by', 'applies to an environment with', 'BugFix bands of the same finding'],
+                 [(i, c.section, f'`{c.key}`: {c.lesson}', c.test, ', '.join(c.needs) or 'any', '; '.join(c.bands))
+                  for i, c in enumerate(CLAIMS, 1)]) + '\n'

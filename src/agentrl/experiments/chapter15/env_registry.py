@@ -118,14 +118,10 @@ ENV_HELP = (f"{', '.join([*ENVIRONMENTS, *GAMES])} (default {DEFAULT}, the chapt
 
 def run_env(run_dir) -> ChapterEnv:
     """The environment a reproduction folder was run on (its ``results.json``'s ``env``; runs before it: ``DEFAULT``)."""
-    import json
     from pathlib import Path
-    path = Path(run_dir) / 'results.json'
-    try:
-        name = json.loads(path.read_text()).get('env', DEFAULT)
-    except (OSError, ValueError, AttributeError):
-        name = DEFAULT
-    return get_env(name)
+
+    from ..run_folder import peek
+    return get_env((peek(Path(run_dir) / 'results.json') or {}).get('env', DEFAULT))
 
 
 def get_env(name: str) -> ChapterEnv:

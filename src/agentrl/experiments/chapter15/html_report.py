@@ -27,6 +27,8 @@ from pathlib import Path
 
 from ...rendering.trajectory import OWNER
 from ...rendering.viewer import COLORS, CSS as TRAJ_CSS
+from ..run_folder import peek, read_run, transcript
+from .findings import rows, tally
 from .monitors_page import monitors_html
 from .page_assets import PAGE_CSS, PAGE_JS
 from .page_data import page_data
@@ -84,16 +86,15 @@ def markdown_to_html(md: str, run_dir: Path, replace: dict | None = None) -> str
 
 
 def findings_html(findings: list) -> str:
-    from .bands import CHAPTER
-    held = sum(ok for _, ok, _ in findings)
-    rows = ''.join(
-        f'<tr class="{"held" if ok else "notheld"}"><td>{html.escape(name)}</td><td>{html.escape(CHAPTER.get(name, ""))}</td>'
-        f'<td>{html.escape(str(fig))}</td><td class="verdict">{"held" if ok else "not held"}</td></tr>'
-        for name, ok, fig in findings)
-    return (f'<h2 id="findings-h">Findings</h2><p>{held} of {len(findings)} bands (docs/bands.md) hold on this run\'s '
-            '<code>transcript.txt</code>; the chapter\'s own figure is beside this run\'s.</p>'
-            '<table id="findings"><thead><tr><th>finding (band)</th><th>chapter</th><th>this run</th><th>holds</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table>')
+    """The bands' table (``findings.rows``' cells), each row coloured by its verdict."""
+    header, cells = rows(findings, 'html')
+    body = ''.join(f'<tr class="{"held" if f.verdict else "notheld"}">'
+                   + ''.join(f'<td>{html.escape(c)}</td>' for c in row[:-1]) + f'<td class="verdict">{row[-1]}</td></tr>'
+                   for f, row in zip(findings, cells))
+    return (f'<h2 id="findings-h">Findings</h2><p>{tally(findings)[0]} of {len(findings)} bands (docs/bands.md) hold on '
+            'this run\'s <code>transcript.txt</code>; the chapter\'s own figure is beside this run\'s.</p>'
+            '<table id="findings"><thead><tr>' + ''.join(f'<th>{html.escape(h)}</th>' for h in header) + '</tr></thead>'
+            f'<tbody>{body}</tbody></table>')
 
 
 def _json_script(data) -> str:
@@ -105,23 +106,14 @@ def build(run_dir, out=None, checkpoint: str | None = None, logdir=None) -> Path
     """Write the run folder's ``report.html`` (or ``out``) -> its path. ``logdir``: the run's log folder, for the
     "Training monitors" section (``monitors_page``; default: the one the run recorded, else ``DIR/logs``)."""
     from . import report
-    from .claims import check_claims, tally
+    from .claims import check_claims
     from .env_registry import DEFAULT, get_env
     run_dir = Path(run_dir)
-    results_path, transcript_path = run_dir / 'results.json', run_dir / 'transcript.txt'
-    if not results_path.is_file():
-        raise ValueError(f'{run_dir} is not a reproduction folder: it has no results.json (run `agentrl reproduce --out {run_dir}`)')
-    saved = json.loads(results_path.read_text())
-    if transcript_path.is_file():
-        transcript = transcript_path.read_text()
-    else:  # the same lines, kept in results.json
-        from .reproduction import SECTIONS
-        lines = saved.get('transcript', {})
-        transcript = '\n'.join(x for sec in ['setup', *SECTIONS] for x in lines.get(sec, [])) + '\n'
+    saved = read_run(run_dir)
     env = get_env(saved.get('env', DEFAULT))
-    findings = env.bands(transcript) if env.bands else []
+    findings = env.bands(transcript(run_dir, saved)) if env.bands else []
     seed = saved.get('seed', 0)
-    timing = json.loads((run_dir / 'timing.json').read_text()) if (run_dir / 'timing.json').is_file() else None
+    timing = peek(run_dir / 'timing.json')
     claims = check_claims(saved['sections'], env)
     try:
         md = report.render(saved['sections'], findings, seed, timing, claims=claims, env=env)
@@ -173,7 +165,7 @@ and the same value in both episodes, so its terms cancel: <b>shared tokens contr
 <div id="pairview" class="pairgrid"><div id="chosen"></div><div id="rejected"></div></div>
 """
     held, applicable, _ = tally(claims)
-    first = (('findings-h', f'findings ({sum(ok for _, ok, _ in findings)}/{len(findings)})') if findings else
+    first = (('findings-h', f'findings ({tally(findings)[0]}/{len(findings)})') if findings else
              ('claims', f'claims ({held}/{applicable})'))
     nav = ''.join(f'<a href="#{a}">{t}</a>' for a, t in [first, ('15-1-trajectory-sft-and-the-action-mask', 'tables'),
                                                          ('fig15_2_dpo', 'figures'), ('browser', 'trajectory browser'), ('pairs', 'DPO pairs')]

@@ -87,11 +87,8 @@ def label(name: str, config: dict | None = None) -> str:
 
 def run_config(run_dir) -> dict | None:
     """A run folder's effective config (``results.json['config']``), or None when it has none to read."""
-    import json
-    try:
-        return json.loads((Path(run_dir) / 'results.json').read_text()).get('config')
-    except (OSError, ValueError, AttributeError):
-        return None
+    from ..run_folder import peek
+    return (peek(Path(run_dir) / 'results.json') or {}).get('config')
 
 
 def page_data(run_dir: Path, model=None, checkpoint: str | None = None, env=None) -> dict:

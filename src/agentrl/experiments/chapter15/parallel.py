@@ -40,6 +40,7 @@ import os
 import time
 from pathlib import Path
 
+from ..run_folder import peek
 from ..workers import Runner, WorkerDied, pin_threads, process_context, usable_cores
 
 PARENT = ('15.1', '15.2')
@@ -156,7 +157,6 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
 
     ``scheduled``: the sections the parent runs or has run; waiting for any other fails at once (it would never come).
     """
-    import json
     if scheduled is not None and section not in scheduled:
         raise RuntimeError(f'waiting for section {section}, which this run does not run (it runs {sorted(scheduled)})')
     stamp = None
@@ -167,10 +167,9 @@ def wait_for(path: Path, seed: int, parent: int | None, section: str, poll: floa
             now = None
         if now is not None and now != stamp:
             stamp = now
-            try:
-                saved = json.loads(path.read_text())
-            except (OSError, ValueError):  # replaced while being read: look again
-                saved, stamp = None, None
+            saved = peek(path)
+            if saved is None:  # replaced while being read: look again
+                stamp = None
             if saved and saved.get('seed') == seed and section in saved.get('sections', {}):
                 return saved['sections'][section]
         if not _alive(parent):

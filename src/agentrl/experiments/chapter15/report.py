@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .bands import CHAPTER
+from .findings import Finding, summary, table as findings_table, tally
 from .tables import bold_min, by_family, shares, table
 
 # The chapter's printed figures (chapter15.md), for side-by-side tables.
@@ -20,14 +20,11 @@ CH_PROBE = {'weak base': (0.14, 0.60, 0.255), 'SFT step 20': (0.82, 0.70, 0.126)
 CH_HACK = [(83, 35, 0.61, 0.23), (188, 111, 0.94, 0.34), (287, 185, 0.97, 0.36)]
 
 
-_table = table  # the name this module's tables have always used
-
-
 def render(results: dict, findings: list, seed: int, timing: dict | None = None, claims=None, env=None) -> str:
     """The report as Markdown. ``findings``: the bands (``env.bands``, on the transcript); ``claims``:
-    ``claims.check_claims`` rows; ``env``: the run's ``envs.ChapterEnv`` (default the chapter's own). The chapter's
-    printed figures stand beside this run's only on the environment that has its bands (they were measured there)."""
-    from .claims import summary
+    ``claims.check_claims``' findings; ``env``: the run's ``envs.ChapterEnv`` (default the chapter's own). The
+    chapter's printed figures stand beside this run's only on the environment that has its bands (they were measured
+    there)."""
     from .env_registry import DEFAULT, get_env
     R = results
     env = env or get_env(DEFAULT)
@@ -37,9 +34,9 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     def cols(header, rows, chapter_cols):
         """A table without its chapter columns (their indices) when the run is not on BugFix."""
         if ch:
-            return _table(header, rows)
+            return table(header, rows)
         keep = [i for i in range(len(header)) if i not in chapter_cols]
-        return _table([header[i] for i in keep], [tuple(r[i] for i in keep) for r in rows])
+        return table([header[i] for i in keep], [tuple(r[i] for i in keep) for r in rows])
 
     def chapter(text):
         return f' ({text})' if ch else ''
@@ -50,14 +47,11 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     title = ('Chapter 15, reproduced' if ch else f'Chapter 15 on {env.title}') + ('' if policy == 'tiny' else f', policy {policy}')
     md = [f'# {title} (seed shift {seed})', '']
     if ch and not pretrained:
-        held = sum(ok for _, ok, _ in findings)
-        md += [f'**{held} of {len(findings)} findings hold** (the bands of docs/bands.md). Every number and plot below comes from this '
+        md += [f'**{tally(findings)[0]} of {len(findings)} findings hold** (the bands of docs/bands.md). Every number and plot below comes from this '
                'run; where the chapter prints the same number, the chapter\'s value stands beside it, in parentheses '
                'or in a column headed "chapter". Pass rates are means over 4 or 8 sampled episodes per task, so each '
                'has a standard error of up to about 0.06.', '']
-        md += ['## Findings', '', _table(['finding (band)', 'chapter', 'this run', 'holds'],
-                                        [(name, CHAPTER.get(name, ''), fig, 'yes' if ok else '**no**')
-                                         for name, ok, fig in findings]), '']
+        md += ['## Findings', '', findings_table(findings), '']
     else:
         own = ', '.join(f'`{k}={v}`' for k, v in env.budgets.items())
         command = f'agentrl reproduce --env {env.name}' + (f' --policy {policy}' if policy != 'tiny' else '')
@@ -71,10 +65,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     if claims is not None:
         md += ['## Claims', '', f"**{summary(claims)}** (the chapter's lessons as directions and relations, "
                '`docs/claims.md`; a claim that needs what the environment lacks, or that the settings leave nothing '
-               'to compare, does not apply).', '',
-               _table(['claim', 'decided by', 'this run', 'holds'],
-                      [(f'{c.section} `{c.key}`', c.test, m, 'n/a' if ok is None else 'yes' if ok else '**no**')
-                       for c, ok, m in claims]), '']
+               'to compare, does not apply).', '', findings_table(claims), '']
     s1 = R['15.1']
     total = sum(s1['owner_counts'].values())
     md += ['## 15.1 Trajectory SFT and the action mask', '',
@@ -91,7 +82,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                      f"{d['invalid']:.2f}{chapter(c[2])}", f"{d['reads']:.2f}{chapter(c[3])}", f"{d['entropy']:.3f}{chapter(c[4])}"))
     md += ['## 15.2 Warm start: format first, then skill', '',
            *(['Each cell: this run (chapter).', ''] if ch else []),
-           _table(['policy', 'train', 'held-out', 'invalid/ep', 'reads', 'action entropy'], rows), '',
+           table(['policy', 'train', 'held-out', 'invalid/ep', 'reads', 'action entropy'], rows), '',
            cols(['SFT step', 'train', 'held-out', 'chapter train', 'chapter held-out'],
                 [(k, f'{a:.2f}', f'{b:.2f}', *((f'{x:.2f}' for x in CH_SFT_AT[k]) if k in CH_SFT_AT else ('', '')))
                  for k, a, b in R['15.2']['hist_sft']], {3, 4}), '']
@@ -133,7 +124,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            f"Template mismatch: NLL on correctly rendered demos {s6['mismatch']['nll']:.3f}{chapter('chapter 0.815')}; "
            f"train pass {s6['mismatch']['train']:.3f} vs {R['15.2']['oracle_sft']['train']:.3f} rendered right"
            f"{chapter('chapter 0.075 vs 0.981')}.", '',
-           _table([f'step {last_dpo}', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
+           table([f'step {last_dpo}', 'train', 'held', 'invalid/ep', 'd_chosen', 'd_rejected'],
                   [(name, f"{r['train']:.2f}", f"{r['held']:.2f}", f"{r['invalid']:.2f}", f"{r['d_chosen']:+.2f}", f"{r['d_rejected']:+.2f}")
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
            f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1"
@@ -151,7 +142,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
     if 'beyond' in R:
         md += beyond_section(R, groups)
     if timing:
-        md += ['## Time', '', _table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
+        md += ['## Time', '', table(['section', 'seconds'], [(k, f'{v:.1f}') for k, v in timing.items()]), '']
     return '\n'.join(md)
 
 
@@ -173,7 +164,7 @@ def family_transfer(s2: dict, what: str = 'functions', groups=()) -> list:
         return []
     return ['Held-out pass per task group after oracle SFT, from the held-out episodes of the oracle SFT row above '
             f"(the lowest in bold). Section 15.2's transfer holds only if every group carries over to unseen {what}.", '',
-            _table(['', *fam], [('held-out pass', *bold_min(list(fam.values())))]), '']
+            table(['', *fam], [('held-out pass', *bold_min(list(fam.values())))]), '']
 
 
 def write(out: Path, results: dict, findings: list, seed: int, timing: dict | None = None, claims=None, env=None) -> Path:
@@ -232,14 +223,14 @@ BEYOND_CLAIMS = [
 
 
 def beyond_claims(R: dict) -> list:
-    """Evaluate every claim on one run's results -> [(statement, holds or None, figure)]."""
+    """Evaluate every claim on one run's results -> [Finding] (kind ``'beyond'``; None: nothing to compare)."""
     out = []
     for name, fn in BEYOND_CLAIMS:
         try:
             holds, fig = fn(R['beyond'], R)
         except (KeyError, IndexError, TypeError) as e:  # a recipe produced nothing to compare (tiny budgets)
             holds, fig = None, f'not measurable ({type(e).__name__})'
-        out.append((name, holds, fig))
+        out.append(Finding('beyond', name, 'beyond', name, '', holds, fig))
     return out
 
 
@@ -255,30 +246,29 @@ def beyond_section(R: dict, groups=()) -> list:
           'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
           'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '
           'each comparison holds over seeds.', '',
-          _table(['claim', 'this run', 'supported'],
-                 [(n, f, {True: 'yes', False: '**no**', None: 'not measurable'}[h]) for n, h, f in beyond_claims(R)]), '',
+          findings_table(beyond_claims(R)), '',
           '### STaR rationalization (exercise 3)', '',
-          _table(['recipe', *groups, 'train', 'held-out', 'rationalized successes per round'],
+          table(['recipe', *groups, 'train', 'held-out', 'rationalized successes per round'],
                  [(name, *[f"{r['family'].get(f, 0):.2f}" for f in groups], f"{r['train']:.2f}", f"{r['held']:.2f}",
                    ', '.join(str(x) for x in r.get('rationalized', [])) or '-') for name, r in b['star'].items()]), '',
           '![STaR](fig_beyond_star.png)', '',
           '### RFT with a group baseline (exercise 4)', '',
-          _table(['recipe', 'final train', 'final held-out'],
+          table(['recipe', 'final train', 'final held-out'],
                  [(name, f'{h[-1][1]:.2f}', f'{h[-1][2]:.2f}') for name, h in b['rft_baseline'].items()]), '',
           '![RFT with a baseline](fig_beyond_rft_baseline.png)', '',
           '### Online vs offline DPO, and the preference loss', '',
-          _table(['recipe', 'step', 'invalid/ep', 'train', 'held-out'],
+          table(['recipe', 'step', 'invalid/ep', 'train', 'held-out'],
                  [(name, log[-1]['step'], f"{log[-1]['invalid']:.2f}", f"{log[-1]['train']:.2f}", f"{log[-1]['held']:.2f}")
                   for name, log in b['dpo'].items() if log]), '',
           '![DPO](fig_beyond_dpo.png)', '',
           '### SFT checkpoint chosen by informative groups', '',
-          _table(['SFT step', 'held-out pass', 'groups with signal', 'action entropy'],
+          table(['SFT step', 'held-out pass', 'groups with signal', 'action entropy'],
                  [(t[0], f'{t[1]:.2f}', f'{t[2]:.2f}', f'{t[3]:.3f}') for t in b['select']['table']]), '',
-          _table(['RL from', 'final train', 'final held-out'],
+          table(['RL from', 'final train', 'final held-out'],
                  [(name, f'{h[-1][1]:.2f}', f'{h[-1][2]:.2f}') for name, h in b['select']['rl'].items()]), '',
           '![checkpoint selection](fig_beyond_select.png)', '',
           '### A clipped group-policy-gradient trainer vs REINFORCE', '',
-          _table(['setting', 'REINFORCE train/held', 'clipped trainer train/held', 'episodes sampled (each)'],
+          table(['setting', 'REINFORCE train/held', 'clipped trainer train/held', 'episodes sampled (each)'],
                  [(ref, f'{curves[ref][-1][1]:.2f}/{curves[ref][-1][2]:.2f}',
                    f"{b['grpo'][new]['hist'][-1][1]:.2f}/{b['grpo'][new]['hist'][-1][2]:.2f}",
                    64 * len(b['grpo'][new]['logs']))

@@ -152,47 +152,19 @@ def write_outputs(run, results: dict, out: Path, seed: int) -> dict:
 
 
 def print_findings(console, run, outputs: dict, args, seconds: float) -> int:
-    """The findings table (the chapter's own environment: the bands, and a count of the claims; else the claims)
-    -> the exit status (``--strict``: 1 unless every one that applies holds)."""
-    from rich.table import Table
-
-    from ...runtime.terminal import one_line
-    from .claims import summary, tally
+    """The findings table (with bands, on the chapter's own environment: the bands, and a count of the claims; else
+    the claims) -> the exit status (``--strict``: 1 unless every one that applies holds)."""
+    from .findings import summary, table, tally
     out, findings, claims = Path(args.out), outputs['findings'], outputs['claims']
     arch = '' if args.policy == 'tiny' else f', policy {args.policy}'  # which architecture the findings are for
     files = f'{out}/results.json, report.md, ' + ', '.join(p.name for p in outputs['paths'])
-    n_claims, applicable, _ = tally(claims)
-    if run.env.bands and not run.pretrained:  # the bands are the TinyAgent's figures on the chapter's gym
-        table = Table(title=one_line(f'Chapter 15 findings (seed shift {args.seed}{arch})'))
-        for col in ('finding (band)', 'measured', 'holds'):
-            table.add_column(col)
-        for name, ok, fig in findings:
-            table.add_row(name, fig, '[green]held[/green]' if ok else '[red]not held[/red]')
-        console.print(table)
-        na = len(claims) - applicable
+    n_claims, applicable, na = tally(claims)
+    if findings:  # the bands: the TinyAgent's figures on the chapter's gym (``write_outputs``)
+        console.print(table(findings, f'Chapter 15 findings (seed shift {args.seed}{arch})'))
         console.print(f"the chapter's claims: {n_claims} of {applicable} hold" + (f' ({na} not applicable)' if na else '')
                       + f' (agentrl claims {out})', markup=False, highlight=False)
-        held = sum(ok for _, ok, _ in findings)
-        console.print(f'{held} of {len(findings)} bands hold | {seconds:.0f} s | {files}')
-        return 1 if args.strict and held < len(findings) else 0
-    if findings:
-        held = sum(ok for _, ok, _ in findings)
-        console.print(f"the chapter's bands (the TinyAgent's figures): {held} of {len(findings)} hold", markup=False,
-                      highlight=False)
-    console.print(claims_table(claims, f'Chapter 15 claims on {run.env.title} (seed shift {args.seed}{arch})'))
+        console.print(f'{summary(findings)} | {seconds:.0f} s | {files}')
+        return 1 if args.strict and tally(findings)[0] < len(findings) else 0
+    console.print(table(claims, f'Chapter 15 claims on {run.env.title} (seed shift {args.seed}{arch})'))
     console.print(f'{summary(claims)} | {seconds:.0f} s | {files}')
     return 1 if args.strict and n_claims < applicable else 0
-
-
-def claims_table(claims, title):
-    """The claims of one run as a rich table (a claim that does not apply: n/a, and why)."""
-    from rich.table import Table
-
-    from ...runtime.terminal import one_line
-    table = Table(title=one_line(title))
-    for col in ('claim', 'decided by', 'measured', 'holds'):
-        table.add_column(col)
-    for claim, ok, measured in claims:
-        table.add_row(f'{claim.section} {claim.key}', claim.test, measured,
-                      '[dim]n/a[/dim]' if ok is None else '[green]held[/green]' if ok else '[red]not held[/red]')
-    return table

@@ -27,8 +27,6 @@ folder in use is refused at once, naming the PID that holds it, before it can to
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import time
 from contextlib import contextmanager
@@ -45,6 +43,7 @@ from ...rollouts.engine import scripted_rollout
 from ...rendering.trajio import save_trajectories
 from .beyond import Beyond
 from ..lock import FolderLock
+from ..run_folder import peek, read_json, write_json
 from .config import Ch15Config
 from .settings import describe_differences, differences, effective
 from .env_registry import DEFAULT, get_env
@@ -65,42 +64,6 @@ TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: for
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
           'beyond': 'beyond the chapter: exercises and a clipped trainer'}
-
-
-def _atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
-RESUME_FIX = 'move it away to keep it, then run again without --resume (or with another --out) to start afresh'
-"""What ``reproduce --resume`` should do about a results.json it cannot read."""
-
-
-def read_results(path, fix: str = RESUME_FIX) -> dict:
-    """A run's ``results.json``; a file that is not one (damaged, truncated, foreign) raises ValueError saying what it
-    is and what to do (``fix``: by default, what ``reproduce --resume`` should)."""
-    path = Path(path)
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); {fix}') from None
-    if not isinstance(saved, dict) or not isinstance(saved.get('sections'), dict) or 'transcript' not in saved:
-        raise ValueError(f'{path} is not a results.json written by agentrl reproduce (no sections or transcript); {fix}')
-    return saved
-
-
-def read_run(folder) -> dict:
-    """The ``results.json`` of a finished run folder, for the commands that read one (``agentrl claims``, ...):
-    ValueError naming what is wrong (no such folder, no results.json, a damaged one) and how to get a run there."""
-    folder = Path(folder)
-    make = f'`agentrl reproduce --out {folder}` writes one'
-    if not folder.is_dir():
-        raise ValueError(f'{folder} does not exist: give a run folder (`agentrl reproduce --out DIR` writes one)')
-    if not (folder / 'results.json').is_file():
-        raise ValueError(f'{folder} has no results.json, so it is not a run folder (or its run has not finished a '
-                         f'section yet); {make}')
-    return read_results(folder / 'results.json', fix=f'run the reproduction again to rewrite it ({make})')
 
 
 def dependencies(cls, sections) -> dict:
@@ -199,7 +162,7 @@ class Reproduction(Sections, Beyond):
         """The finished sections of the run in ``out`` (for ``resume``): refused when written on another environment,
         seed, policy or config (naming what differs); an earlier process's provenance is kept under ``earlier``."""
         path = self.out / 'results.json'
-        saved = read_results(path)
+        saved = read_json(path, kind='reproduce')
         if saved.get('env', DEFAULT) != self.env.name:
             raise ValueError(f"{path} was written on another environment ({saved.get('env', DEFAULT)}, now "
                              f'{self.env.name}); resume with the same --env or use another --out')
@@ -213,8 +176,7 @@ class Reproduction(Sections, Beyond):
             raise ValueError(f'{path} was written with another config: {describe_differences(diffs)}; '
                              'resume with the same settings or use another --out')
         self.results, self.lines = saved['sections'], saved['transcript']
-        if (self.out / 'timing.json').exists():
-            self.timing = json.loads((self.out / 'timing.json').read_text())
+        self.timing = peek(self.out / 'timing.json') or {}
         before = saved.get('provenance')
         if before:  # a resume by another process (other threads, commit, ...) keeps the earlier record
             earlier = before.pop('earlier', [])
@@ -328,10 +290,10 @@ class Reproduction(Sections, Beyond):
     def _finish(self, section, results, seconds):
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
-        _atomic_json(self.out / 'results.json', {'env': self.env.name, 'groups': self.groups, 'seed': self.seed,
-                                                 'config': self.config_record, 'provenance': self.provenance,
-                                                 'sections': self.results, 'transcript': self.lines})
-        _atomic_json(self.out / 'timing.json', self.timing)
+        write_json(self.out / 'results.json', {'env': self.env.name, 'groups': self.groups, 'seed': self.seed,
+                                               'config': self.config_record, 'provenance': self.provenance,
+                                               'sections': self.results, 'transcript': self.lines})
+        write_json(self.out / 'timing.json', self.timing)
         (self.out / 'transcript.txt').write_text(self.transcript())
 
     def transcript(self) -> str:

@@ -1,16 +1,34 @@
-"""Markdown and number formatting shared by ``report.md``, ``sweep.md`` and ``compare.md``.
+"""Tables and number formatting shared by ``report.md``, ``sweep.md``, ``compare.md`` and the commands' terminal tables.
 
-Every figure a reader sees goes through here as a labelled number, never a Python repr.
+Every figure a reader sees goes through here as a labelled number, never a Python repr. A table is a header and
+rows of cells, written as Markdown (``table``) or for the terminal (``rich_table``), the same cells either way.
 """
 from __future__ import annotations
 
 
 def table(header, rows) -> str:
-    """A Markdown table: a header row and one row per tuple (cells through ``str``, a ``|`` in one escaped)."""
-    cell = lambda c: str(c).replace('|', '\\|')  # noqa: E731
+    """A Markdown table: a header row and one row per tuple (cells through ``str``, a ``|`` in one escaped, a line
+    break a space)."""
+    cell = lambda c: str(c).replace('|', '\\|').replace('\n', ' ')  # noqa: E731
     out = ['| ' + ' | '.join(map(cell, header)) + ' |', '|' + '|'.join(' --- ' for _ in header) + '|']
     out += ['| ' + ' | '.join(cell(c) for c in row) + ' |' for row in rows]
     return '\n'.join(out)
+
+
+def rich_table(title: str, header, rows, **column):
+    """``table``'s rows as a rich Table titled ``title`` (on one line): Markdown's marks (bold, code) dropped, rich's
+    markup escaped, a cell of rich text (a coloured verdict) kept; ``column``: every column's options."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from ...runtime.terminal import one_line
+    out = Table(title=one_line(title))
+    for name in header:
+        out.add_column(name, **column)
+    for row in rows:
+        out.add_row(*(c if isinstance(c, Text) else escape(str(c).replace('**', '').replace('`', '')) for c in row))
+    return out
 
 
 def fmt(stat, digits=2) -> str:

@@ -4,12 +4,15 @@ An answer is stated before it is checked, like the chapter's claims (``chapter15
 answer in words, ``test`` the figure that decides it and its threshold, ``check(parts)`` reads the exercise's
 figures (its ``results.json`` parts) and returns the verdict with the measured figure. A verdict is True, False
 or None: None when the run has nothing to decide it with (say, no kept episode to measure), with the reason as
-its figure. Over a sweep each answer gets a hold rate (``seeds.py``).
+its figure. Its verdict on a run is a ``findings.Finding``, as a claim's is, shown by the same tables; over a sweep
+each answer gets a hold rate (``seeds.py``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+from ..chapter15.findings import Finding
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Undecided(LookupError):
 
 
 def check_answers(answers, parts: dict) -> list:
-    """Every answer's verdict on one run -> [{'key', 'says', 'test', 'holds', 'measured'}]."""
+    """Every answer's verdict on one run -> [Finding]."""
     rows = []
     for a in answers:
         try:
@@ -38,13 +41,11 @@ def check_answers(answers, parts: dict) -> list:
             holds = None if holds is None else bool(holds)
         except Undecided as e:
             holds, measured = None, f'undecided: {e}'
-        rows.append({'key': a.key, 'says': a.says, 'test': a.test, 'holds': holds, 'measured': measured})
+        rows.append(Finding('answer', a.key, '', a.says, a.test, holds, measured))
     return rows
 
 
-def tally(rows) -> str:
-    """``'3 of 4 answers hold'`` (and how many the run could not decide)."""
-    decided = [r for r in rows if r['holds'] is not None]
-    held = sum(r['holds'] for r in decided)
-    undecided = len(rows) - len(decided)
-    return f'{held} of {len(decided)} answers hold' + (f' ({undecided} undecided)' if undecided else '')
+def as_records(findings) -> list:
+    """Answers' verdicts as an exercise's ``results.json`` keeps them: [{'key', 'says', 'test', 'holds', 'measured'}]."""
+    return [{'key': f.key, 'says': f.statement, 'test': f.rule, 'holds': f.verdict, 'measured': f.measured}
+            for f in findings]

@@ -37,7 +37,7 @@ def main(args) -> int:
         return list_exercises()
     from ..chapter15.settings import resolve
     from ..chapter15.env_registry import DEFAULT, get_env
-    from ..chapter15.reproduction import read_run
+    from ..run_folder import read_run
     from .catalog import get_spec
     try:
         if args.number is None:
@@ -73,6 +73,7 @@ def main(args) -> int:
 def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     """One seed: the question, the exercise's lines as it runs, then its answers."""
     from ...runtime.terminal import console as new_console
+    from ..chapter15.findings import table
     from ..lock import FolderInUse
     from ..workers import pin_threads
     from .workbench import ExerciseRun
@@ -92,20 +93,10 @@ def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
         record = run.run()
     except FolderInUse as e:
         return error(e)
-    print_answers(console, record['answers'], f'Exercise {spec.number}: the answers (seed {run.seed}, {run.env.title})')
+    console.print(table(run.answers, f'Exercise {spec.number}: the answers (seed {run.seed}, {run.env.title})'))
     files = ', '.join(['results.json', *record['figures']])
     console.print(f"{record['summary']} | {time.perf_counter() - t0:.0f} s | {out}/{files}", markup=False, highlight=False)
     return 0
-
-
-def print_answers(console, rows, title) -> None:
-    """An exercise's answers on one run: each its verdict, its sentence, what decides it and what was measured."""
-    console.print(f'[bold]{title}[/bold]')
-    for r in rows:
-        verdict = '[dim]undecided[/dim]' if r['holds'] is None else '[green]held[/green]' if r['holds'] else '[red]not held[/red]'
-        console.print(f"{verdict}  [bold]{r['key']}[/bold]")
-        for label, text in (('', r['says']), ('decided by: ', r['test']), ('measured: ', r['measured'])):
-            console.print(f'    {label}{text}', markup=False, highlight=False)
 
 
 def add_parser(sub):

@@ -22,7 +22,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ..chapter15.findings import rates_table
 from ..lock import FolderLock
+from ..run_folder import peek, read_json
 
 SUMMARY = 'exercise.json'
 
@@ -31,21 +33,18 @@ def sweep_env(source) -> str:
     """The environment of an ``agentrl sweep`` folder (its ``sweep.json``, else its first seed folder's run)."""
     from ..chapter15.env_registry import DEFAULT
     source = Path(source)
-    if (source / 'sweep.json').is_file():
-        return json.loads((source / 'sweep.json').read_text()).get('env', DEFAULT)
-    seeds = sorted(source.glob('seed*/results.json'))
-    if not seeds:
+    files = [source / 'sweep.json'] if (source / 'sweep.json').is_file() else sorted(source.glob('seed*/results.json'))
+    if not files:
         raise ValueError(f'{source} holds no seed folder (seedN/results.json): give --from an agentrl sweep folder')
-    return json.loads(seeds[0].read_text()).get('env', DEFAULT)
+    return read_json(files[0], 'give --from an agentrl sweep folder').get('env', DEFAULT)
 
 
 def source_policy(source, seeds=None) -> str:
     """The ``--policy`` of a ``--from`` folder: a run's, or (with ``seeds``) a sweep's first seed's; the TinyAgent when
     it cannot be read (the run's own checks then say what is wrong)."""
-    from ..chapter15.reproduction import read_results
     path = Path(source) / (f'seed{seeds[0]}' if seeds else '') / 'results.json'
     try:
-        return read_results(path)['sections'].get('setup', {}).get('policy', 'tiny')
+        return read_json(path, kind='reproduce')['sections'].get('setup', {}).get('policy', 'tiny')
     except ValueError:
         return 'tiny'
 
@@ -71,10 +70,7 @@ def run_seed(number: int, out: str, seed: int, env: str, config: dict, overrides
 
 def finished(folder: Path) -> bool:
     """Whether a seed folder holds a finished exercise run (its answers written)."""
-    try:
-        return 'answers' in json.loads((folder / 'results.json').read_text())
-    except (OSError, ValueError):
-        return False
+    return 'answers' in (peek(folder / 'results.json') or {})
 
 
 def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
@@ -142,9 +138,9 @@ def run_all(spec, args, out: Path, env: str, config, overrides: dict, console) -
 def summarize(number: int, out: Path, seeds, state: dict | None = None, config_record=None) -> dict:
     """Every answer's verdict on every finished seed, its hold rate, and the exercise's pooled figures; written to
     ``OUT/exercise.json`` and ``OUT/exercise.md``."""
+    from ..chapter15.findings import hold_rates
     from .answers import check_answers
     from .catalog import get_spec
-    from .workbench import read_results_file
     spec = get_spec(number)
     module = spec.load()
     state = dict(state or {})
@@ -154,19 +150,12 @@ def summarize(number: int, out: Path, seeds, state: dict | None = None, config_r
         if not finished(folder):
             state.setdefault(s, {'status': 'missing', 'seconds': 0.0})
             continue
-        rec = read_results_file(folder / 'results.json')
+        rec = read_json(folder / 'results.json', kind='exercise')
         records[s] = rec
-        per_seed[s] = {r['key']: r for r in check_answers(module.ANSWERS, rec['parts'])}
+        per_seed[s] = check_answers(module.ANSWERS, rec['parts'])
         state.setdefault(s, {'status': 'ok', 'seconds': rec['seconds'].get('total', 0.0)})
         state[s]['exercise_seconds'] = rec['seconds'].get('total', 0.0)
-    answers = {}
-    for a in module.ANSWERS:
-        rows = {s: per_seed[s][a.key] for s in per_seed}
-        decided = {s: r for s, r in rows.items() if r['holds'] is not None}
-        held = sum(r['holds'] for r in decided.values())
-        answers[a.key] = {'says': a.says, 'test': a.test, 'held': held, 'n': len(decided),
-                          'hold_rate': held / len(decided) if decided else None,
-                          'per_seed': {str(s): {'holds': r['holds'], 'measured': r['measured']} for s, r in rows.items()}}
+    answers = hold_rates(per_seed, lambda f: {'says': f.statement, 'test': f.rule}, figure='measured')
     pooled = getattr(module, 'pooled', None)
     extra = pooled({s: r['parts'] for s, r in records.items()}, out) if pooled and records else {}
     first = next(iter(records.values()), {})
@@ -184,28 +173,16 @@ def markdown(summary: dict) -> str:
     """``exercise.md``: the question, each answer's hold rate, what the exercise pools."""
     lines = [f"# Exercise {summary['exercise']}: {summary['title']}", '', summary['question'], '',
              f"{summary['n']} seeds on {summary['env']} ({', '.join(map(str, summary['seeds']))}).", '',
-             '| answer | decided by | hold rate | seeds where it fails |', '| --- | --- | --- | --- |']
-    for key, a in summary['answers'].items():
-        rate = 'undecided' if a['hold_rate'] is None else f"{a['held']}/{a['n']}"
-        fails = ', '.join(s for s, r in a['per_seed'].items() if r['holds'] is False) or '-'
-        lines.append(f"| `{key}`: {a['says']} | {a['test']} | {rate} | {fails} |".replace('\n', ' '))
+             rates_table('answer', summary['answers'])]
     for line in summary['pooled'].get('lines', []):
         lines += ['', line]
     return '\n'.join(lines) + '\n'
 
 
 def print_summary(console, spec, summary: dict, out: Path) -> None:
-    from rich.table import Table
-
-    from ...runtime.terminal import one_line
-    table = Table(title=one_line(f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}"), show_lines=True)
-    for col in ('answer', 'hold rate', 'held', 'seeds where it fails'):
-        table.add_column(col)
-    for key, a in summary['answers'].items():
-        fails = ', '.join(s for s, r in a['per_seed'].items() if r['holds'] is False) or '-'
-        rate = '-' if a['hold_rate'] is None else f"{a['hold_rate']:.0%}"
-        table.add_row(f"{key}: {a['says']}", rate, f"{a['held']}/{a['n']}", fails)
-    console.print(table)
+    """``exercise.md``'s table in the terminal, what the exercise pools, and the files written."""
+    console.print(rates_table('answer', summary['answers'],
+                              f"Exercise {spec.number} over {summary['n']} seeds on {summary['env']}"))
     for line in summary['pooled'].get('lines', []):
         console.print(line, markup=False, highlight=False)
     console.print(f"{summary['n']} of {len(summary['seeds'])} seeds | {out}/{SUMMARY}, exercise.md"

@@ -16,7 +16,6 @@ The folder is held while the run writes (``lock.FolderLock``): a second run on i
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -25,18 +24,14 @@ from ..chapter15.config import Ch15Config
 from ..chapter15.settings import describe_differences, differences, effective
 from ..chapter15.env_registry import DEFAULT, get_env
 from ..chapter15.provenance import collect as collect_provenance
-from ..chapter15.reproduction import SECTIONS, Reproduction, check_seed, read_run
+from ..chapter15.findings import summary
+from ..chapter15.reproduction import SECTIONS, Reproduction, check_seed
 from ..lock import FolderLock
-from .answers import check_answers, tally
+from ..run_folder import read_json, read_run, write_json
+from .answers import as_records, check_answers
 from .catalog import get_spec
 
 RESULTS = 'results.json'
-
-
-def _atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-    os.replace(tmp, path)
 
 
 def _plain(value):
@@ -205,18 +200,18 @@ class ExerciseRun:
                'from': None if self.source is None else str(self.source), 'config': self.ch.config_record,
                'provenance': self.provenance, 'parts': self.parts, 'lines': self.lines, 'seconds': self.seconds}
         if hasattr(self, 'answers'):
-            out.update(answers=self.answers, figures=self.figures, summary=tally(self.answers))
+            out.update(answers=as_records(self.answers), figures=self.figures, summary=summary(self.answers))
         return out
 
     def _write(self, final: bool = False) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        _atomic_json(self.out / RESULTS, self.record())
+        write_json(self.out / RESULTS, self.record())
 
     def _load_saved(self) -> None:
         """The finished parts of the run in ``out`` (``resume``): refused when it was another exercise, environment, seed,
         starting folder or config (naming what differs)."""
         path = self.out / RESULTS
-        saved = read_results_file(path)
+        saved = read_json(path, kind='exercise')
         for key, here in (('exercise', self.spec.number), ('env', self.env.name), ('seed', self.seed),
                           ('from', None if self.source is None else str(self.source))):
             if saved.get(key) != here:
@@ -228,17 +223,3 @@ class ExerciseRun:
                              'same settings or use another --out')
         self.parts, self.lines, self.seconds = saved.get('parts', {}), saved.get('lines', {}), saved.get('seconds', {})
         self.seconds.pop('total', None)
-
-
-def read_results_file(path) -> dict:
-    """An exercise's ``results.json``; ValueError saying what is wrong with one that is not."""
-    path = Path(path)
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f'{path} is not a readable results.json ({type(e).__name__}: {e}); move it away and run '
-                         'again without --resume') from None
-    if not isinstance(saved, dict) or 'exercise' not in saved or not isinstance(saved.get('parts'), dict):
-        raise ValueError(f'{path} is not the results.json of an exercise; move it away or use another --out')
-    return saved
-

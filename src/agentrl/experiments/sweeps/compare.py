@@ -24,51 +24,40 @@ what an ablation changes.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from ..chapter15.tables import by_family, fmt, table
+from ..chapter15.tables import by_family, fmt, rich_table, table
+from ..run_folder import peek, transcript
 
 
 # --- loading
-
-def _read(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
 
 def _seed_record(folder: Path) -> dict | None:
     """One seed folder -> {'seed', 'env', 'config', 'provenance', 'sections', 'findings', 'groups'}, or None if it has
     no results.
 
     ``findings``: the chapter's bands (on the environment that has them), then the chapter's claims (``claim: KEY``;
-    None where one does not apply), on the run's environment; ValueError when that cannot be found here."""
+    verdict None where one does not apply), on the run's environment; ValueError when that cannot be found here."""
     from ..chapter15.claims import check_claims
     from ..chapter15.env_registry import DEFAULT, get_env
-    saved = _read(folder / 'results.json')
+    saved = peek(folder / 'results.json')
     if not saved or 'sections' not in saved:
         return None
-    tpath = folder / 'transcript.txt'
-    if tpath.is_file():
-        transcript = tpath.read_text()
-    else:
-        lines = saved.get('transcript', {})
-        transcript = '\n'.join(x for sec in ['setup', *sorted(k for k in lines if k != 'setup')] for x in lines[sec]) + '\n'
     name = saved.get('env', DEFAULT)
     try:
         env = get_env(name)
     except ValueError as e:
         raise ValueError(f'{folder} ran on an environment not found here: {e}') from None
-    bands = env.bands(transcript) if env.bands else []
-    claims = [(f'claim: {c.key}', ok, m) for c, ok, m in check_claims(saved['sections'], env)]
+    bands = env.bands(transcript(folder, saved)) if env.bands else []
+    claims = [replace(f, key=f'claim: {f.key}') for f in check_claims(saved['sections'], env)]
     return {'seed': saved.get('seed'), 'env': name, 'config': saved.get('config') or {},
             'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims,
             'groups': saved.get('groups') or env.groups()}
 
 
 def _sweep_variant(folder: Path, name: str) -> dict:
-    sweep = _read(folder / 'sweep.json')
+    sweep = peek(folder / 'sweep.json')
     seeds = sweep.get('aggregated_seeds', []) if sweep else []
     records = [r for r in (_seed_record(folder / f'seed{s}') for s in seeds) if r]
     if not records:
@@ -81,7 +70,7 @@ def load(path) -> list:
     """A run, sweep or grid folder -> its variants: [{'name', 'path', 'kind', 'config', 'overrides', 'records'}]."""
     folder = Path(path)
     if (folder / 'grid.json').is_file():
-        grid = _read(folder / 'grid.json') or {}
+        grid = peek(folder / 'grid.json') or {}
         return [_sweep_variant(folder / v['folder'], name) for name, v in grid.get('variants', {}).items()]
     if (folder / 'sweep.json').is_file():
         return [_sweep_variant(folder, folder.name)]
@@ -202,16 +191,16 @@ def compare(variants: list) -> dict:
     findings, na = {}, {}
     for v in variants:
         for rec in v['records']:
-            for name, ok, _ in rec['findings']:
-                findings.setdefault(name, [[] for _ in variants])
-                na.setdefault(name, [0] * len(variants))
+            for f in rec['findings']:
+                findings.setdefault(f.key, [[] for _ in variants])
+                na.setdefault(f.key, [0] * len(variants))
     for i, v in enumerate(variants):
         for rec in v['records']:
-            for name, ok, _ in rec['findings']:
-                if ok is None:  # a claim that does not apply at this seed counts at none
-                    na[name][i] += 1
+            for f in rec['findings']:
+                if f.verdict is None:  # a claim that does not apply at this seed counts at none
+                    na[f.key][i] += 1
                 else:
-                    findings[name][i].append(1.0 if ok else 0.0)
+                    findings[f.key][i].append(1.0 if f.verdict else 0.0)
     figures = []
     record = variants[0]['records'][0]
     first = record['sections']['15.2'].get('heldout_by_family') or {}
@@ -320,19 +309,10 @@ def provenance_rows(variants) -> list:
 
 
 def print_terminal(result, settings, provenance, console) -> None:
-    from rich.table import Table
-
-    from ...runtime.terminal import one_line
     names, head = _columns(result)
-    strip = lambda c: str(c).replace('**', '')  # noqa: E731 (bold is Markdown's)
     for title, cols, rows in [('Findings: hold rate', ['finding (band)', *head], finding_rows(result)),
                               ('Key figures (mean ± 95% CI over seeds)', ['section', 'figure', *head], figure_rows(result))]:
-        t = Table(title=one_line(title))
-        for c in cols:
-            t.add_column(c, overflow='fold')
-        for r in rows:
-            t.add_row(*(strip(c) for c in r))
-        console.print(t)
+        console.print(rich_table(title, cols, rows, overflow='fold'))
     if settings:
         console.print('settings that differ: ' + '; '.join(f"{k}: {', '.join(f'{n} {x}' for n, x in zip(names, vals))}"
                                                           for k, vals in settings), markup=False, highlight=False)

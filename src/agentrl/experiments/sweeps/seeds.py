@@ -7,10 +7,10 @@ changes.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
+from ..run_folder import peek
 from .backends import SECTIONS
 
 SEED_FORM = "expected seeds like '0-9' (a range), '0,3,5' (a list) or a mix such as '0-3,7,10-12'"
@@ -34,20 +34,13 @@ def parse_seeds(spec: str) -> list:
 
 # --- state of a seed folder
 
-def read_results(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def seed_dir(out: Path, seed: int) -> Path:
     return Path(out) / f'seed{seed}'
 
 
 def finished_sections(out: Path, seed: int, config: dict | None = None, sections=SECTIONS) -> list:
     """Sections already written in ``DIR/seed{N}/results.json`` (for this seed and effective config, if given)."""
-    saved = read_results(seed_dir(out, seed) / 'results.json')
+    saved = peek(seed_dir(out, seed) / 'results.json')
     if not saved or saved.get('seed') != seed or (config is not None and saved.get('config') != config):
         return []
     return [s for s in sections if s in saved.get('sections', {})]
@@ -66,7 +59,7 @@ class Poller:
         except OSError:
             return []
         if self.cache.get(path, (None,))[0] != stamp:
-            saved = read_results(path)
+            saved = peek(path)
             secs = [s for s in self.sections if s in (saved or {}).get('sections', {})] if saved and saved.get('seed') == seed else []
             self.cache[path] = (stamp, secs)
         return self.cache[path][1]

@@ -1,9 +1,9 @@
 """Statistics over seeds and between variants, shared by ``agentrl sweep`` and ``agentrl compare``.
 
-- per figure over seeds: ``summarize`` (mean, standard error, 95% CI with Student's t), ``hold_rate``;
+- per figure over seeds: ``summarize`` (mean, standard error, 95% CI with Student's t);
 - the figures of one seed: ``flatten`` every numeric leaf of ``results.json``'s sections, plus ``derived`` counts and shares;
 - over seeds: ``aggregate`` (figures), ``aggregate_findings`` (bands), ``aggregate_verdicts`` (the chapter's claims,
-  those that do not apply counted apart; ``every_seed``), ``aggregate_claims`` (beyond-the-chapter claims);
+  those that do not apply counted apart), ``aggregate_claims`` (beyond-the-chapter claims);
 - between two variants: ``welch`` (difference of means, Welch's t-test and its 95% CI), on an exact Student-t
   distribution (``t_cdf`` via the regularized incomplete beta function; no scipy needed).
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+
+from ..chapter15.findings import hold_rates
 
 EXCLUDE = re.compile(r'15\.3/first_kept(/|$)|15\.3/rounds/\d+/first_actions(/|$)')
 """Numeric leaves that are not one figure across seeds: per-seed rankings and counts keyed by action text."""
@@ -53,12 +55,6 @@ def summarize(values) -> dict:
     stderr = std / math.sqrt(n)
     half = t975(n - 1) * stderr
     return {'n': n, 'mean': mean, 'std': std, 'stderr': stderr, 'half_width': half, 'ci95': [mean - half, mean + half]}
-
-
-def hold_rate(outcomes) -> float | None:
-    """Share of True among per-seed band outcomes (None when there are none)."""
-    outcomes = list(outcomes)
-    return sum(bool(o) for o in outcomes) / len(outcomes) if outcomes else None
 
 
 # --- figures of one seed
@@ -129,63 +125,25 @@ def aggregate(per_seed: dict) -> tuple:
     return full, partial
 
 
-def _hold_rates(per_seed: dict, key, head) -> dict:
-    """{seed: [(item, holds, figure)]} -> {key(item): {**head(item), per-seed outcome and figure, hold rate, held, n}}.
-
-    An outcome None (a claim that does not apply at that seed) counts in neither ``held`` nor ``n``; the row then
-    has ``not_applicable`` (how many seeds), and when it applies at no seed, ``hold_rate`` None and ``why``."""
-    out = {}
-    for seed in sorted(per_seed):
-        for item, ok, fig in per_seed[seed]:
-            row = out.setdefault(key(item), {**head(item), 'per_seed': {}})
-            row['per_seed'][str(seed)] = {'holds': None if ok is None else bool(ok), 'figure': fig}
-    for row in out.values():
-        outcomes = [v['holds'] for v in row['per_seed'].values()]
-        oks = [o for o in outcomes if o is not None]
-        row.update(hold_rate=hold_rate(oks), held=sum(oks), n=len(oks))
-        if len(oks) < len(outcomes):
-            row['not_applicable'] = len(outcomes) - len(oks)
-        if not oks and outcomes:
-            row['why'] = next(iter(row['per_seed'].values()))['figure']
-    return out
-
-
-def every_seed(verdicts: dict) -> tuple:
-    """``aggregate_verdicts``' dict -> (claims that hold at every seed where they apply, claims that apply at some
-    seed, claims that apply at none)."""
-    applicable = [c for c in verdicts.values() if c['n']]
-    return sum(c['held'] == c['n'] for c in applicable), len(applicable), len(verdicts) - len(applicable)
-
-
 def aggregate_findings(per_seed_findings: dict) -> dict:
-    """{seed: [(name, holds, figure)]} -> {name: hold rate, held, n, per-seed outcome and figure, chapter figure}."""
-    from ..chapter15.bands import CHAPTER
-    return _hold_rates(per_seed_findings, key=lambda name: name, head=lambda name: {'chapter': CHAPTER.get(name, '')})
+    """The chapter's bands over seeds: {seed: [Finding]} -> {name: chapter figure, hold rate, held, n, per-seed
+    outcome and figure} (``findings.hold_rates``)."""
+    return hold_rates(per_seed_findings, lambda f: {'chapter': f.chapter})
 
 
 def aggregate_verdicts(per_seed_claims: dict) -> dict:
-    """The chapter's claims over seeds: {seed: [(Claim, holds, measured)]} -> {key: section, test, hold rate, held, n,
-    per-seed outcome and figure}, in the claims' order; a claim that does not apply (holds None) is counted apart."""
-    return _hold_rates(per_seed_claims, key=lambda c: c.key,
-                       head=lambda c: {'section': c.section, 'lesson': c.lesson, 'test': c.test})
+    """The chapter's claims over seeds: {seed: [Finding]} -> {key: section, lesson, test, hold rate, held, n, per-seed
+    outcome and figure}, in the claims' order; a claim that does not apply (verdict None) is counted apart."""
+    return hold_rates(per_seed_claims, lambda f: {'section': f.section, 'lesson': f.statement, 'test': f.rule})
 
 
 def aggregate_claims(per_seed: dict) -> dict:
     """Beyond-the-chapter claims (report.BEYOND_CLAIMS) over the seeds that ran --extended -> per claim its
     support rate among the seeds where it was measurable, and each seed's figure."""
     from ..chapter15.report import beyond_claims
-    claims = {}
-    for seed, sections in per_seed.items():
-        if 'beyond' not in sections:
-            continue
-        for name, holds, fig in beyond_claims(sections):
-            c = claims.setdefault(name, {'per_seed': {}})
-            c['per_seed'][str(seed)] = {'holds': holds, 'figure': fig}
-    for c in claims.values():
-        measured = [v['holds'] for v in c['per_seed'].values() if v['holds'] is not None]
-        c['n'], c['supported'] = len(measured), sum(measured)
-        c['support_rate'] = c['supported'] / c['n'] if c['n'] else None
-    return claims
+    rows = hold_rates({seed: beyond_claims(s) for seed, s in per_seed.items() if 'beyond' in s}, lambda f: {})
+    return {key: {'per_seed': r['per_seed'], 'n': r['n'], 'supported': r['held'], 'support_rate': r['hold_rate']}
+            for key, r in rows.items()}
 
 
 # --- two variants: Welch's t-test

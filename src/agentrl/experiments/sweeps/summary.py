@@ -2,26 +2,22 @@
 (``summarize_sweep``), and a grid's ``grid.json`` (``write_grid``)."""
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
-from .seeds import read_results, seed_dir
+from ..run_folder import peek, write_json
+from .seeds import seed_dir
 
 
 def write_grid(out: Path, seeds, variants, sweeps: dict, overrides, wall, threads: int = 1) -> dict:
     """``OUT/grid.json``: the variants of a grid sweep, their keys and folders, and a summary of each."""
     from ..chapter15.provenance import collect
-    from ..chapter15.real_model import is_pretrained
     grid = {'seeds': seeds, 'overrides': dict(overrides or {}), 'wall_seconds': round(wall, 2),
             'variants': {v['name']: {'folder': v['name'], 'keys': {k: v['overrides'][k] for k in v['overrides']
                                                                     if k not in (overrides or {})},
                                      'n': sweeps[v['name']]['n'], 'failed_seeds': sweeps[v['name']]['failed_seeds']}
                          for v in variants},
             'provenance': {**collect(overrides), 'worker_torch_threads': threads}}
-    tmp = Path(out) / 'grid.json.tmp'
-    tmp.write_text(json.dumps(grid, indent=1))
-    os.replace(tmp, Path(out) / 'grid.json')
+    write_json(Path(out) / 'grid.json', grid, sort_keys=False)
     return {'grid': grid, 'variants': sweeps}
 
 
@@ -34,7 +30,7 @@ def seed_claims(out, sweep: dict) -> dict:
     env = get_env(sweep.get('env', DEFAULT))  # ValueError when it cannot be found here
     per_seed = {}
     for s in sweep.get('aggregated_seeds', []):
-        saved = read_results(seed_dir(out, s) / 'results.json')
+        saved = peek(seed_dir(out, s) / 'results.json')
         if saved:
             per_seed[s] = check_claims(saved['sections'], env)
     return aggregate_verdicts(per_seed)
@@ -62,7 +58,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
     per_seed, per_seed_findings, per_seed_claims = {}, {}, {}
     for s in ok:
-        saved = read_results(seed_dir(out, s) / 'results.json')
+        saved = peek(seed_dir(out, s) / 'results.json')
         per_seed[s] = saved['sections']
         if bands:
             per_seed_findings[s] = bands((seed_dir(out, s) / 'transcript.txt').read_text())
@@ -81,9 +77,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
              'figures': figures_, 'figures_partial': partial, 'findings': findings,
              'claims': aggregate_verdicts(per_seed_claims), 'beyond_claims': claims}
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / 'sweep.json.tmp'
-    tmp.write_text(json.dumps(sweep, indent=1))
-    os.replace(tmp, out / 'sweep.json')
+    write_json(out / 'sweep.json', sweep, sort_keys=False)
     fig = None
     if per_seed:
         fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png')

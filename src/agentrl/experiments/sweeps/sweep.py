@@ -37,9 +37,10 @@ from pathlib import Path
 
 from ..chapter15.settings import add_setting_args
 from ..chapter15.env_registry import DEFAULT
+from ..run_folder import peek
 from ..workers import THREAD_ENV, exit_on_sigterm
 from .backends import SECTIONS
-from .seeds import Poller, finished_sections, parse_seeds, read_results, seed_dir
+from .seeds import Poller, finished_sections, parse_seeds, seed_dir
 from .summary import summarize_sweep, write_grid
 
 MAX_ATTEMPTS = 2
@@ -82,7 +83,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) ->
     from ..chapter15.settings import describe_differences, differences
     for v in variants:
         for s in seeds:
-            saved = read_results(seed_dir(v['folder'], s) / 'results.json')
+            saved = peek(seed_dir(v['folder'], s) / 'results.json')
             if saved and saved.get('env', DEFAULT) != env:
                 raise ValueError(f"{seed_dir(v['folder'], s)} was written on another environment ({saved.get('env', DEFAULT)}, "
                                  f'now {env}); resume with the same --env or use another --out')
@@ -207,7 +208,7 @@ class SeedRuns:
         if not self.resume or len(finished_sections(folder, s, self.variants[v]['record'], self.sections)) < len(self.sections) \
                 or not (seed_dir(folder, s) / 'transcript.txt').exists():
             return False
-        timing = read_results(seed_dir(folder, s) / 'timing.json') or {}
+        timing = peek(seed_dir(folder, s) / 'timing.json') or {}
         self.state[job].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
         return True
 
@@ -374,7 +375,7 @@ def main(args) -> int:
             console.print('lowest hold rates: ' + '; '.join(f"{n} {r['hold_rate']:.0%}" for n, r in low), markup=False)
         claims = sweep.get('claims') or {}
         if claims:
-            from .sweep_report import every_seed_line
+            from ..chapter15.findings import every_seed_line
             rated = sorted(((k, c) for k, c in claims.items() if c['hold_rate'] is not None), key=lambda kv: kv[1]['hold_rate'])
             console.print(f"the chapter's claims: {every_seed_line(claims, noun='')}; lowest: " + '; '.join(
                 f"{k} {c['hold_rate']:.0%}" for k, c in rated[:5]), markup=False, highlight=False)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from ..chapter15.env_registry import DEFAULT
 from ..chapter15.figures import RECIPES
+from ..chapter15.findings import every_seed_line, rates_table
 from ..chapter15.probes import probe_labels
 from ..chapter15.report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT
 from ..chapter15.tables import bold_min, by_family, fmt, table
-from .stats import every_seed
 
 
 def _stat(sweep, key):
@@ -39,13 +39,9 @@ def render(sweep: dict, figure: str | None = None) -> str:
                ', '.join(f'`{k}={v}`' for k, v in sweep['overrides'].items()) + '.', '']
     if sweep['budget'] == 'smoke':
         md += ['> Smoke budget: every section runs, but the figures mean nothing; compare with the chapter only at the full budget.', '']
-    rows = []
-    for name, r in sorted(sweep['findings'].items(), key=lambda kv: (kv[1]['hold_rate'], kv[0])):
-        fails = [s for s, v in r['per_seed'].items() if not v['holds']]
-        rows.append((name, r['chapter'], f"{r['hold_rate']:.0%}", f"{r['held']}/{r['n']}", ', '.join(fails) or '—'))
+    bands = dict(sorted(sweep['findings'].items(), key=lambda kv: (kv[1]['hold_rate'], kv[0])))
     if ch:
-        md += ['## Findings, by hold rate', '', table(['finding (band)', 'chapter', 'hold rate', 'held', 'seeds where it fails'], rows)
-               if rows else 'No seed finished.', '']
+        md += ['## Findings, by hold rate', '', rates_table('band', bands) if bands else 'No seed finished.', '']
     md += claimtable(sweep)
     if sweep.get('beyond_claims'):
         crow = []
@@ -150,25 +146,13 @@ def render(sweep: dict, figure: str | None = None) -> str:
     return '\n'.join(md + _runs_md(sweep))
 
 
-def every_seed_line(claims: dict, noun: str = ' claims') -> str:
-    """``'N of M claims hold at every seed'`` over ``aggregate_verdicts``' dict (M: the claims that apply), with how
-    many do not apply (``noun``: what follows M)."""
-    held, m, na = every_seed(claims)
-    return f'{held} of {m}{noun} hold at every seed' + (f' ({na} not applicable)' if na else '')
-
-
 def claimtable(sweep: dict) -> list:
     """The chapter's claims (``chapter15.claims``) over the seeds: hold rate and the seeds where each fails (a claim
     that does not apply: n/a, and why)."""
     claims = sweep.get('claims') or {}
-    rows = [(f"{c['section']} `{key}`", c['test'], 'n/a', '—', c.get('why', '—')) if c['hold_rate'] is None else
-            (f"{c['section']} `{key}`", c['test'], f"{c['hold_rate']:.0%}", f"{c['held']}/{c['n']}",
-             ', '.join(s for s, v in c['per_seed'].items() if v['holds'] is False) or '—')
-            for key, c in claims.items()]
-    if not rows:
+    if not claims:
         return []
-    return ["## The chapter's claims", '', f'{every_seed_line(claims)} (`docs/claims.md`).', '',
-            table(['claim', 'decided by', 'hold rate', 'held', 'seeds where it fails'], rows), '']
+    return ["## The chapter's claims", '', f'{every_seed_line(claims)} (`docs/claims.md`).', '', rates_table('claim', claims), '']
 
 
 def familytable(sweep: dict) -> list:
