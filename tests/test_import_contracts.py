@@ -47,15 +47,35 @@ BOUNDARIES = [  # every layer boundary, crossed upwards from a module just below
     ('recipes/sft.py', 'from ..envs.bugfix import make_tasks', 'The core never reaches the BugFix package'),
     ('experiments/sweeps/stats.py', 'from ...envs.bugfix import FAMILIES', 'Only the BugFix package'),
     ('policies/tinyagent.py', 'def _late():\n    from .checkpoint import save_checkpoint', 'No import circle anywhere'),
-] + [(module, line, LAYERS) for module, line in BOUNDARIES])
+])
 def test_a_deliberate_violation_breaks_its_contract(tmp_path, module, line, broken):
-    src = tmp_path / 'src'
-    shutil.copytree(ROOT / 'src' / 'agentrl', src / 'agentrl', ignore=shutil.ignore_patterns('__pycache__'))
-    path = src / 'agentrl' / module
-    path.write_text(path.read_text() + '\n\n' + line + '\n')
-    out = lint(src)
+    out = lint(violated(tmp_path, [(module, line)]))
     assert out.returncode != 0
     assert broken in out.stdout.split('Broken contracts')[1], out.stdout[-3000:]
+
+
+def test_every_layer_boundary_crossed_upwards_is_caught(tmp_path):
+    """One import upwards across each boundary (and between the bottom layers, which must not meet), all at once:
+    the layers contract names every one of them."""
+    out = lint(violated(tmp_path, BOUNDARIES))
+    assert out.returncode != 0
+    report = out.stdout.split('Broken contracts')[1].split(LAYERS)[1]
+    for module, line in BOUNDARIES:
+        importer = 'agentrl.' + module.removesuffix('.py').replace('/', '.')
+        package, name = line.split()[1].strip('.'), line.split()[3]
+        imported = f"agentrl.{package + '.' if package else ''}{name}"
+        assert f'{importer} -> {imported}' in report, (importer, imported, report[-3000:])
+
+
+def violated(tmp_path, lines) -> Path:
+    """A copy of the package with ``lines`` [(module, import line)] appended to their modules -> its src folder."""
+    src = tmp_path / 'src'
+    shutil.copytree(ROOT / 'src' / 'agentrl', src / 'agentrl', ignore=shutil.ignore_patterns('__pycache__'))
+    for module, line in lines:
+        path = src / 'agentrl' / module
+        path.write_text(path.read_text() + '\n\n' + line + '\n')
+    return src
+
 
 
 def test_the_tree_is_the_layers_and_the_readme_shows_it():
