@@ -1,12 +1,20 @@
 """Smoke test of ``agentrl bench`` at tiny sizes (the full benchmark is ``agentrl bench``)."""
+import contextlib
 import json
 import math
+import types
 
 import pytest
 import torch
 
+import agentrl as arl
 from agentrl.experiments.bench import bench, bench_render
+from agentrl.experiments.bench.hf_loop import generate_loop_rollout
+from agentrl.rendering.owners import OWNER
+from agentrl.rendering.protocols import as_renderer
+from test_rewards import CODES, Keypad
 
+POLICY = OWNER['policy']
 RATIOS = ('rollout_vs_forward', 'kv_cache_speedup', 'sampling_vs_hf', 'sft_step_vs_hf')
 TINY = dict(repeats=2, threads=1, n_tasks=2, episodes_per_task=2, weak_steps=2, sft_steps=2, sft_batch=4,
             peer_attns=('sdpa',), gemm_sizes=(128, 256), slow_episodes=8, slow_delay=0.005, log=lambda msg: None)
@@ -107,3 +115,41 @@ def test_hf_engine_vs_generate_loop(result):
         r = result['hf_engine'][key]
         assert r['arch'] == 'gpt2' and r['engine']['episodes'] == r['generate_loop']['episodes'] == 4
         assert r['engine']['mean_turns'] >= 1 and r['generate_loop']['mean_turns'] >= 1
+
+
+class _ScriptedGenerate(torch.nn.Module):
+    """A model whose ``generate`` writes each episode's scripted calls (the episode told by its prompt, the turn by
+    the stop tokens so far), padded as ``transformers`` pads a batch: what ``generate_loop_rollout`` drives."""
+
+    def __init__(self, scripts, stop, pad):
+        super().__init__()
+        self.scripts, self.stop, self.pad = scripts, stop, pad  # scripts: prompt ids -> one list of ids per call
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        rows = []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
+            real = [i for i, m in zip(ids, mask) if m]
+            calls = next(c for prompt, c in self.scripts.items() if tuple(real[:len(prompt)]) == prompt)
+            new = calls[real.count(self.stop)][:max_new_tokens]
+            rows.append(ids + new + [self.pad] * (max_new_tokens - len(new)))
+        return torch.tensor(rows)
+
+
+def test_generate_loop_scores_an_episode_by_its_return():
+    """The plain ``generate`` loop takes its turns as the engine does: each episode's reward is its return (the sum of
+    its steps' rewards), not the last step's, and its tokens, rewards and info are scripted play's."""
+    renderer = as_renderer(arl.build_tokenizer(CODES))
+    want = [arl.scripted_rollout(Keypad.scripted_policy(kind, 0), Keypad(), task, renderer)
+            for kind, task in zip(('oracle', 'random', 'oracle', 'random'), CODES)]  # one episode per prompt
+    scripts = {}
+    for t in want:
+        ids, owner, turn = t.ids.tolist(), t.owner.tolist(), t.turn.tolist()
+        calls = [[i for i, o, k in zip(ids, owner, turn) if o == POLICY and k == n] for n in range(1, max(turn) + 1)]
+        scripts[tuple(ids[:owner.index(POLICY)])] = calls
+    policy = types.SimpleNamespace(model=_ScriptedGenerate(scripts, renderer.stop_id, renderer.pad_id),
+                                   precision=types.SimpleNamespace(autocast=contextlib.nullcontext))
+    got = generate_loop_rollout(policy, [Keypad() for _ in CODES], CODES, renderer)
+    assert any(t.turn_rewards[-1] != t.reward for t in got)  # the return and the last step's reward differ
+    for g, w in zip(got, want):
+        assert torch.equal(g.ids, w.ids) and g.info == w.info
+        assert g.turn_rewards == w.turn_rewards and g.reward == w.reward == sum(w.turn_rewards)

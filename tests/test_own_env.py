@@ -20,6 +20,7 @@ from agentrl.recipes import reinforce as reinforce_module
 from agentrl.recipes.grpo import grpo_loss, group_advantages
 from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_loss
 from agentrl.recipes.star import answer_ids, rationalize
+from agentrl.rendering.protocols import as_renderer
 from gradcheck import LogitGrads, assert_only_policy_positions, reinforce_step_logit_grads
 from ownenv import mailroom
 
@@ -143,7 +144,6 @@ def test_star_forces_the_oracles_answer_and_masks_it(kit):
     trajs = rationalize(weak, TRAIN[:6], tok, 4, generator=torch.Generator().manual_seed(0), env=ENV)
     forced = [t for t in trajs if t.info['forced_positions']]
     assert forced, 'the weak base writes `go` often enough to be completed'
-    from agentrl.rendering.protocols import as_renderer
     renderer = as_renderer(tok)
     for t in forced:
         parcel = next(p for p in TRAIN if p.name == t.info['task'])

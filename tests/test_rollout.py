@@ -7,7 +7,9 @@ import pytest
 import torch
 
 import agentrl as arl
+from agentrl.envs.play import play
 from agentrl.recipes.diagnostics import check_rendering, rerender
+from agentrl.rendering.protocols import as_renderer
 
 from conftest import SMALL
 from feeding import feed_schedules
@@ -219,3 +221,59 @@ def test_sample_next_draws_from_the_softmax_and_never_a_zero_probability_token()
     assert torch.equal(tokens, again)
     first = torch.tensor([[float('-inf'), 0.0, 0.0]]).repeat(1000, 1)  # u = 0 must not pick the leading zero
     assert (sample_next(first, 1.0, torch.Generator().manual_seed(1))[0] > 0).all()
+
+
+def _scripted_setup(name):
+    """(env factory, tasks, tokenizer, player kinds, a call that never ends an episode) of ``name``: per-step rewards
+    (``keypad``), truncation by turns and by tokens (``bugfix``, ``bugfix-48``), and an adapted game (``guess``, an
+    ``AdaptedEnv``: the game ends every episode itself; needs GEM)."""
+    if name == 'keypad':
+        from test_rewards import CODES, Keypad
+        return Keypad, CODES, arl.build_tokenizer(CODES), ('oracle', 'random'), 'press 0'
+    if name == 'guess':
+        pytest.importorskip('gem', reason="GEM is not installed: pip install 'agentrl[gem]'")
+        from agentrl.experiments.chapter15.games import guess_factory, guess_tasks
+        make, tasks = guess_factory(), guess_tasks('train')[:4]
+        return make, tasks, arl.build_tokenizer(tasks, env=make, texts=make.spec.texts), make().scripted_kinds, '25'
+    make, tasks = arl.BugFixEnv if name == 'bugfix' else (lambda: arl.BugFixEnv(max_tokens=48)), arl.make_tasks('all')
+    return make, tasks[::5], arl.build_tokenizer(tasks), ('oracle', 'blind', 'random'), 'read'
+
+
+@pytest.mark.parametrize('name', ['bugfix', 'bugfix-48', 'keypad', 'guess'])
+def test_lockstep_engine_and_scripted_play_give_the_same_episodes(name):
+    """The lockstep engine, forced to write a scripted player's calls, plays the episodes ``play`` plays: the same
+    tokens, per-step rewards, return, number of turns, end (terminated or truncated) and final info."""
+    make, tasks, tok, kinds, stuck = _scripted_setup(name)
+    renderer, proto = as_renderer(tok), make()
+    players = [lambda seed, kind=kind: proto.scripted_policy(kind, seed) for kind in kinds]
+    players.append(lambda seed: lambda observation: stuck)
+    played, scripted, runs = [], [], []
+    for player in players:
+        for seed, task in enumerate(tasks):
+            played.append(play(make(), task, player(seed)))
+            scripted.append(arl.scripted_rollout(player(seed), make(), task, renderer))
+            runs.append(task)
+    calls = [[[i for i, o, k in zip(t.ids.tolist(), t.owner.tolist(), t.turn.tolist()) if o == POLICY and k == turn]
+              for turn in range(1, int(t.turn.max()) + 1)] for t in scripted]
+    turn = [0] * len(runs)
+
+    def force(e, so_far):  # the scripted call's next token (a new call starts with an empty one)
+        turn[e] += not so_far
+        return calls[e][turn[e] - 1][len(so_far)]
+
+    torch.manual_seed(0)
+    model = arl.TinyAgent(tok.vocab_size, **{**SMALL, 'block_size': proto.max_tokens})
+    trajs = arl.rollout_batch(model, [make() for _ in runs], runs, renderer, force=force,
+                              generator=torch.Generator().manual_seed(0))
+    ended = {'terminated': 0, 'truncated': 0}
+    for ep, want, got in zip(played, scripted, trajs):
+        assert all(torch.equal(getattr(got, k), getattr(want, k)) for k in ('ids', 'owner', 'turn', 'action_mask'))
+        assert got.turn_rewards == want.turn_rewards == ep.rewards
+        assert got.reward == want.reward == ep.reward
+        assert int(got.turn.max()) == len(ep.calls) == len(got.info['actions'])
+        forced = got.info.pop('forced_positions')
+        assert got.info == want.info == ep.info
+        assert forced == [p for p, o in enumerate(got.owner.tolist()) if o == POLICY]
+        assert ep.truncated == (not got.info['submitted'])
+        ended['truncated' if ep.truncated else 'terminated'] += 1
+    assert ended['terminated'] and (ended['truncated'] or name == 'guess'), ended

@@ -69,8 +69,7 @@ class TextEnv(gym.Env):
                 if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                     raise ValueError(f'{name} must be a positive int, got {value!r}')
                 setattr(self, name, value)
-        self.task = None
-        self.done = True
+        self.task, self.done = None, True
 
     @property
     def max_call_tokens(self) -> int:
@@ -99,17 +98,7 @@ class TextEnv(gym.Env):
     # --- the protocol
     def reset(self, *, seed=None, options=None):
         """Start the episode of ``options['task']`` (a task or a task's name) -> (prompt, info)."""
-        super().reset(seed=seed)
-        task = (options or {}).get('task')
-        if task is None:
-            if not self.tasks:
-                raise ValueError(f"{type(self).__name__}.reset needs options={{'task': task}}")
-            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        elif isinstance(task, str):
-            by_name = {task_name(t): t for t in self.tasks}
-            if task not in by_name:
-                raise ValueError(f'unknown task {task!r}; valid tasks are {sorted(by_name)}')
-            task = by_name[task]
+        task = self._find_task((options or {}).get('task'), seed)
         self.task, self.done = task, False
         self.turn, self.actions, self.n_invalid, self.submitted = 0, [], 0, False
         prompt = self.start(task)
@@ -122,26 +111,44 @@ class TextEnv(gym.Env):
             raise RuntimeError('call reset() before step(), and again after an episode ends')
         if not isinstance(action, str):
             raise TypeError(f'action must be the call text (str), got {type(action).__name__}')
-        words = action.split()[:self.max_call_tokens]  # the cap every rollout applies; longer is invalid anyway
+        call = self._received(action)
         self.turn += 1
-        self.actions.append(' ' + ' '.join(words) + ' ')
-        self.n_tokens += len(words) + 1  # the call and its stop token
-        reply, terminated, reward = self._call(words)
+        self.actions.append(call)
+        self.n_tokens += len(call.split()) + 1  # the call and its stop token
+        reply, terminated, reward = self._call(call)
         truncated = not terminated and (
             self.turn >= self.max_turns
-            or self.n_tokens + len(reply.split()) + 2 + self.max_call_tokens + 3 > self.max_tokens)
-        if truncated:
-            reply = ''
-        self.done, self.submitted = terminated or truncated, terminated
+            or self.n_tokens + self._reply_tokens(reply) + self.max_call_tokens + 3 > self.max_tokens)
+        reply = '' if truncated else reply
         if reply:
-            self.n_tokens += len(reply.split()) + 2  # <tool> reply </tool>
+            self.n_tokens += self._reply_tokens(reply)
+        self.done, self.submitted = terminated or truncated, terminated
         info = self._info(final=self.done)
-        if terminated:
-            reward += float(self.end_reward(info['hidden_pass'], info['public_pass']))
-        return reply, reward, terminated, truncated, info
+        return reply, self._paid(reward, terminated, info), terminated, truncated, info
 
-    def _call(self, words):
+    # --- the protocol's steps a subclass may do its own way (``adapters.AdaptedEnv``, a game of another library)
+    def _find_task(self, task, seed):
+        """``task``, the one of ``tasks`` so named, or (none given) one drawn by ``np_random`` (``seed`` seeds it)."""
+        super().reset(seed=seed)
+        if task is None:
+            if not self.tasks:
+                raise ValueError(f"{type(self).__name__}.reset needs options={{'task': task}}")
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        if isinstance(task, str):
+            by_name = {task_name(t): t for t in self.tasks}
+            if task not in by_name:
+                raise ValueError(f'unknown task {task!r}; valid tasks are {sorted(by_name)}')
+            return by_name[task]
+        return task
+
+    def _received(self, action: str) -> str:
+        """The call ``act`` gets and ``info['actions']`` keeps: its first ``max_call_tokens`` words (the cap a rollout
+        applies), spaced as the chapter's tables print calls (``' read '``)."""
+        return ' ' + ' '.join(action.split()[:self.max_call_tokens]) + ' '
+
+    def _call(self, call: str):
         """One call -> (reply, ended, step reward)."""
+        words = call.split()
         if not words:
             self.n_invalid += 1
             return 'error : empty call', False, 0.0
@@ -158,6 +165,14 @@ class TextEnv(gym.Env):
                             f'got {out!r}')
         reply, ended, *paid = out
         return reply, bool(ended), float(paid[0]) if paid else 0.0
+
+    def _reply_tokens(self, reply: str) -> int:
+        """Tokens of ``<tool> reply </tool>`` (an empty reply is not rendered, but the room checked for it counts 2)."""
+        return len(reply.split()) + 2
+
+    def _paid(self, reward: float, terminated: bool, info: dict) -> float:
+        """What a step pays: its step reward, and ``end_reward`` on top at the agent's own end."""
+        return reward + float(self.end_reward(info['hidden_pass'], info['public_pass'])) if terminated else reward
 
     def _info(self, final: bool) -> dict:
         info = {'task': task_name(self.task), 'actions': list(self.actions), 'n_invalid': self.n_invalid,

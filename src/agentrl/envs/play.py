@@ -4,8 +4,8 @@ An environment may offer scripted players (``env.scripted_policy(kind, seed)``, 
 helpers play them and return what was said, as text:
 
 - ``play``: one episode of a task with a player -> an ``Episode`` (prompt, calls, replies, per-turn rewards,
-  return, info). It is the library's one loop over an episode's steps: a renderer records the same loop as
-  tokens (``render.render_play``: scripted rollouts, and replays of an episode's calls);
+  return, info), a turn at a time (``EpisodeState.step``, every rollout's turn): a renderer records the same
+  loop as tokens (``render.render_play``: scripted rollouts, and replays of an episode's calls);
 - ``Replay``: a player that makes a recorded episode's calls again;
 - ``oracle_calls``: the calls the scripted oracle makes on a task (STaR forces the answers among them);
 - ``episode_texts``: every prompt, call and reply of the scripted players over some tasks (the text a
@@ -78,6 +78,28 @@ def human_fault(rng: random.Random, faults: dict = HUMAN_FAULTS):
     return None
 
 
+class EpisodeState:
+    """One episode in play (its ``Episode`` so far, ``done`` once ended); ``step`` is the one turn of every loop over
+    episodes: ``play``, the lockstep sampler (``rollouts.engine``) and the benchmark's ``generate`` loop."""
+
+    def __init__(self, env, task):
+        obs, info = checked_reset(env, task)
+        self.env, self.task, self.episode, self.done = env, task, Episode(obs, info=info), False
+
+    def step(self, call: str) -> str:
+        """Send ``call`` (the text the environment receives) -> its reply ('' for none). The call, reply and step reward
+        join the episode, whose ``reward`` is the return so far (the sum of its step rewards) and ``info`` the last."""
+        ep = self.episode
+        obs, reward, terminated, truncated, info = checked_step(self.env, call, self.task, len(ep.calls) + 1)
+        ep.calls.append(call)
+        ep.replies.append(obs)
+        ep.rewards.append(float(reward))
+        ep.reward, ep.info = float(sum(ep.rewards)), info
+        if terminated or truncated:
+            self.done, ep.truncated = True, bool(truncated) and not terminated
+        return obs
+
+
 def play(env, task, player, recorder=None) -> Episode:
     """Play one episode of ``task`` in the environment instance ``env`` with ``player`` -> Episode.
 
@@ -88,33 +110,23 @@ def play(env, task, player, recorder=None) -> Episode:
     text`` (what the environment receives: a renderer writes the call as tokens and may cut it at its limit)
     and ``reply(text, final)`` for a non-empty reply.
     """
-    obs, info = checked_reset(env, task)
+    state = EpisodeState(env, task)
+    obs, info = state.episode.prompt, state.episode.info
     reset = getattr(player, 'reset', None)
     if reset is not None:
         reset(info.get('task', getattr(task, 'name', str(task))))
     if recorder is not None:
         recorder.prompt(obs)
-    episode = Episode(obs)
-    turn = 0
-    while True:
+    while not state.done:
         call = player(obs)
         if call is None:
             break
-        turn += 1
         if recorder is not None:
             call = recorder.call(call)
-        obs, reward, terminated, truncated, info = checked_step(env, call, task, turn)
-        ended = bool(terminated or truncated)
-        episode.calls.append(call)
-        episode.replies.append(obs)
-        episode.rewards.append(float(reward))
+        obs = state.step(call)
         if recorder is not None and obs:
-            recorder.reply(obs, ended)
-        if ended:
-            episode.truncated = bool(truncated) and not terminated
-            break
-    episode.reward, episode.info = float(sum(episode.rewards)), info
-    return episode
+            recorder.reply(obs, state.done)
+    return state.episode
 
 
 class Replay:

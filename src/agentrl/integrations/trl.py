@@ -32,16 +32,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import re
 
 from ..envs.calls import env_calls, env_readable
-from ..envs.play import Episode
+from ..envs.play import EpisodeState
 from ..envs.protocol import (
     DEFAULT_ENV,
     EnvStepError,
-    checked_reset,
-    checked_step,
     env_attr,
     env_name,
     make_env_factory,
@@ -105,19 +102,28 @@ class TRLEnvironment:
     """The environment's ``max_turns``: a good ``GRPOConfig(max_tool_calling_iterations=...)``."""
 
     def __init__(self):
-        self._env, self._task, self._done, self._error = None, None, True, None
-        self.episode = None
+        self._state, self._error = None, None  # the episode in play (envs.play.EpisodeState); what the env raised
+
+    @property
+    def episode(self):
+        """The episode so far (an ``envs.play.Episode``); None before ``reset``."""
+        return None if self._state is None else self._state.episode
+
+    @property
+    def _env(self):
+        return None if self._state is None else self._state.env
+
+    @property
+    def _done(self) -> bool:
+        return self._state is None or self._state.done or self._error is not None
 
     def reset(self, task: str | None = None, **row) -> str:
         """Start the episode of the row's ``task`` (its name) in a fresh environment -> its prompt."""
         if task not in self._tasks:
             raise ValueError(f'{type(self).__name__}.reset: the row names task {task!r}, which is not among the '
                              f'{len(self._tasks)} tasks given to trl_environment (e.g. {sorted(self._tasks)[:3]})')
-        self._env, self._task = self._make(), self._tasks[task]
-        prompt, info = checked_reset(self._env, self._task)
-        self.episode = Episode(prompt, info=info)
-        self._done, self._error = False, None
-        return self._show(prompt)
+        self._state, self._error = EpisodeState(self._make(), self._tasks[task]), None
+        return self._show(self._state.episode.prompt)
 
     def get_reward(self) -> float:
         """The episode's return: the sum of its steps' rewards (raises what the environment raised, if it did)."""
@@ -127,20 +133,15 @@ class TRLEnvironment:
 
     def _step(self, text: str) -> str:
         """Make one call (its text) -> the reply the model reads."""
-        if self.episode is None:
+        if self._state is None:
             raise RuntimeError(f'{type(self).__name__}: a call before reset()')
         if self._done:
             return ENDED
-        ep = self.episode
         try:
-            obs, reward, terminated, truncated, info = checked_step(self._env, text, self._task, len(ep.calls) + 1)
+            obs = self._state.step(text)  # the turn every loop takes: the call, reply and step reward join the episode
         except (EnvStepError, TypeError) as e:  # TRL hands a tool's exception to the model; get_reward raises it
-            self._error, self._done = e, True
+            self._error = e
             raise
-        ep.calls.append(text)
-        ep.replies.append(obs)
-        ep.rewards.append(float(reward))
-        ep.reward, ep.info, self._done = math.fsum(ep.rewards), info, bool(terminated or truncated)
         return self._show(obs) if obs else ENDED
 
     def _tool_call(self, text: str) -> dict:
@@ -330,9 +331,9 @@ def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=No
     cache = {}
 
     def rollout_func(prompts, trainer) -> dict:
-        from ..rendering.chat import ChatRenderer
         from ..policies.hf import HFPolicy
         from ..policies.precision import Precision
+        from ..rendering.chat import ChatRenderer
         from ..rollouts.engine import rollout_batch
         model = trainer.accelerator.unwrap_model(trainer.model)
         if 'renderer' not in cache:

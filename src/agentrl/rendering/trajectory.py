@@ -112,6 +112,10 @@ class TrajectoryBuilder:
                           float(reward), dict(info), _tensor('q', self.owner), _tensor('q', self.turn),
                           turn_rewards=turn_rewards, vocab=self.vocab)
 
+    def finish(self, episode) -> Trajectory:
+        """The played ``episode`` (an ``envs.play.Episode``) as a ``Trajectory``: its return, info and step rewards."""
+        return self.build(episode.reward, episode.info, episode.rewards)
+
 
 class EpisodeBuilder(TrajectoryBuilder):
     """The word-level layout: ``<bos> prompt``, calls, replies wrapped in ``<tool> ... </tool>``."""
@@ -161,8 +165,7 @@ def render_play(env, task, player, renderer) -> Trajectory:
     ``renderer.call_limit(env)``, and the environment receives ``renderer.call_text`` of those ids, exactly as
     it would receive a model's call of the same tokens. Every step's reward is kept (``turn_rewards``)."""
     builder = renderer.new_episode(env)
-    episode = play(env, task, player, recorder=_Recorder(builder, renderer, renderer.call_limit(env)))
-    return builder.build(episode.reward, episode.info, episode.rewards)
+    return builder.finish(play(env, task, player, recorder=_Recorder(builder, renderer, renderer.call_limit(env))))
 
 
 def _tensor(code: str, values: list) -> torch.Tensor:

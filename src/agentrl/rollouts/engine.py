@@ -1,9 +1,9 @@
 """Rollouts: scripted episodes, and lockstep batched sampling from a TinyAgent (sections 15.1-15.2).
 
-Both go through ``render.EpisodeBuilder``, so a demo and a sampled episode of the same calls are
-token-identical. Both play any environment of the text-env protocol (``envs.protocol``) through its
-checked ``reset`` / ``step``: an environment that raises stops the rollout with an ``EnvStepError``
-naming its class, the task, the turn and the call (the original exception chained), and one that
+Both go through ``render.EpisodeBuilder``, so a demo and a sampled episode of the same calls are token-identical, and
+both take each turn with ``envs.play.EpisodeState.step``. Both play any environment of the text-env protocol
+(``envs.protocol``) through its checked ``reset`` / ``step``: an environment that raises stops the rollout with an
+``EnvStepError`` naming its class, the task, the turn and the call (the original exception chained), and one that
 returns malformed values or never ends raises ``EnvProtocolError`` naming the rule.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ..envs.protocol import DEFAULT_ENV, EnvStepError, checked_reset, checked_step, make_env_factory
+from ..envs.play import EpisodeState
+from ..envs.protocol import DEFAULT_ENV, EnvStepError, make_env_factory
 from ..rendering.protocols import as_renderer
 from ..rendering.trajectory import Trajectory, render_play
 from ..runtime.threads import small_model_threads
@@ -189,10 +190,8 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
     episodes = [renderer.new_episode(env) for env in envs]
     results: list[Trajectory | None] = [None] * B
     live = list(range(B))  # episode index of each row of the batch
-    starts = _each(pool, lambda b: checked_reset(envs[b], tasks[b]), range(B))
-    chunks = [ep.prompt(obs) for ep, (obs, _) in zip(episodes, starts)]
-    turns = [0] * B  # calls each episode has made
-    rewards = [[] for _ in range(B)]  # per episode: each step's reward
+    states = _each(pool, lambda b: EpisodeState(envs[b], tasks[b]), range(B))  # what each episode has said and paid
+    chunks = [ep.prompt(state.episode.prompt) for ep, state in zip(episodes, states)]
     decoder = (_CachedDecoder if use_cache else _FullDecoder)(model, B)
     stop = renderer.stop_id
     while live:
@@ -201,10 +200,8 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
         calls = [[] for _ in range(n)]
         call_lp = [[] for _ in range(n)]
         calling = list(range(n))  # rows still writing their call
-        forced = [[] for _ in range(n)] if force is not None else None  # per row: forced indices in the call
         limits = [renderer.call_limit(envs[b]) for b in live]
-        max_call = max(limits)
-        for step in range(max_call):
+        for step in range(max(limits)):
             sampled, lps = sample_next(logits[calling], temperature, generator)  # (m,) each
             tokens, lps = sampled.tolist(), lps.tolist()
             if force is not None:  # a forced token replaces the sample; the behaviour chose it with prob. 1
@@ -212,7 +209,7 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
                     f = force(live[i], tuple(calls[i]))
                     if f is not None:
                         tokens[k], lps[k] = int(f), 0.0
-                        forced[i].append(len(calls[i]))
+                        forced_at[live[i]].append(len(episodes[live[i]].ids) + len(calls[i]))
             still, feed = [], [[] for _ in range(n)]
             for i, t, lp in zip(calling, tokens, lps):
                 calls[i].append(t)
@@ -223,29 +220,21 @@ def _lockstep(model, envs, tasks, renderer, temperature, generator, use_cache, f
             calling = still
             if not calling:
                 break
-            logits_still = decoder.feed(feed)  # (n, V); rows not in `calling` stay put
-            logits = logits_still
+            logits = decoder.feed(feed)  # (n, V); rows not in `calling` stay put
         # every call is written: each env answers, finished episodes leave
-        for i, b in enumerate(live):
-            if force is not None:
-                forced_at[b] += [len(episodes[b].ids) + j for j in forced[i]]
-            episodes[b].call(calls[i], call_lp[i])
-            turns[b] += 1
         texts = [renderer.call_text(c) for c in calls]
-        answers = _each(pool, lambda i: checked_step(envs[live[i]], texts[i], tasks[live[i]], turns[live[i]]), range(n))
+        replies = _each(pool, lambda i: states[live[i]].step(texts[i]), range(n))
         chunks, keep = [], []
         for i, b in enumerate(live):
-            ids = calls[i]
-            obs, reward, terminated, truncated, info = answers[i]
-            rewards[b].append(float(reward))
-            reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
-            if terminated or truncated:
-                results[b] = episodes[b].build(sum(rewards[b]), info, rewards[b])
+            episodes[b].call(calls[i], call_lp[i])
+            reply = episodes[b].reply(replies[i], final=states[b].done) if replies[i] else []
+            if states[b].done:
+                results[b] = episodes[b].finish(states[b].episode)
                 if force is not None:
                     results[b].info['forced_positions'] = forced_at[b]
             else:
                 keep.append(i)
-                chunks.append([ids[-1]] + reply)  # the last call token is not fed yet
+                chunks.append([calls[i][-1]] + reply)  # the last call token is not fed yet
         if len(keep) < n:
             decoder.keep(torch.tensor(keep, dtype=torch.long))
         live = [live[i] for i in keep]

@@ -1,7 +1,7 @@
 """``AdaptedEnv``: another library's game behind the text-env protocol (one instance per episode).
 
 The GEM and TextArena adapters (``gem.py``, ``textarena.py``) write only how to build, start and step
-their library's game (``_build``, ``_start``, ``_play``); this base keeps the protocol the same way for both:
+their library's game (``_build``, ``_start``, ``_play``); this base, a ``TextEnv``, keeps the protocol alike for both:
 
 - ``reset(options={'task': task})`` takes a task that is a seed (``seeds``: a name and an int ``seed``) and
   deals the game of that seed;
@@ -25,7 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..protocol import REWARD_MODES, task_group, task_name
+from ..base import TextEnv
+from ..play import play
+from ..protocol import task_name
 from .isolation import GameRandomness, game_call
 from .seeds import SeedTask, seed_tasks, task_seed
 
@@ -103,17 +105,9 @@ def game_factory(env_class: type, spec: GameSpec):
 def probe_texts(env, call_sequences, seeds=range(2)) -> tuple:
     """Every prompt and reply of ``env`` (a built ``AdaptedEnv``) over some fixed ``call_sequences`` on ``seeds``:
     the text a game shows for calls its scripted players never make (its refusals), for ``GameSpec.texts``."""
-    texts = []
-    for seed in seeds:
-        for calls in call_sequences:
-            prompt, _ = env.reset(seed=seed)
-            texts.append(prompt)
-            for call in calls:
-                reply, _, terminated, truncated, _ = env.step(call)
-                texts.append(reply)
-                if terminated or truncated:
-                    break
-    return tuple(dict.fromkeys(texts))
+    episodes = [play(env, task, lambda _, rest=iter(calls): next(rest, None))
+                for task in seed_tasks(env.spec.prefix, seeds) for calls in call_sequences]
+    return tuple(dict.fromkeys(text for ep in episodes for text in (ep.prompt, *ep.replies)))
 
 
 class GameFactory:
@@ -147,22 +141,22 @@ class CheckedGameFactory(GameFactory):
         return self.env_class(self.spec, reward=reward)
 
 
-class AdaptedEnv:
-    """One episode of an adapted game (see the module docstring); subclasses write ``_build``, ``_start``, ``_play``."""
+class AdaptedEnv(TextEnv):
+    """One episode of an adapted game (see the module docstring); subclasses write ``_build``, ``_start``, ``_play``.
+    ``TextEnv`` keeps its ``reset``, ``step`` and token budget; what a game does its own way is in the hooks below."""
+
+    readable = None  # a game's text is shown as the game wrote it (a board keeps its rows), not as prose
 
     def __init__(self, spec: GameSpec, reward: str = 'hidden'):
-        if reward not in REWARD_MODES:
-            raise ValueError(f'unknown reward mode {reward!r}; valid modes are {list(REWARD_MODES)}')
+        super().__init__(reward)
         if reward != 'hidden' and spec.checks is None:
             raise ValueError(f"{spec.title} has no public check (GameSpec.checks): only reward='hidden'")
-        self.spec, self.reward_mode = spec, reward
-        self.max_turns, self.max_tokens, self.max_call_tokens = spec.max_turns, spec.max_tokens, spec.max_call_tokens
-        self.example_calls = spec.example_calls
-        self.scripted_kinds = spec.kinds
+        self.spec = spec
+        self.max_turns, self.max_tokens, self.max_call_words = spec.max_turns, spec.max_tokens, spec.max_call_tokens - 1
+        self.example_calls, self.scripted_kinds = spec.example_calls, spec.kinds
         self.randomness = GameRandomness(0)
         with game_call(spec.title, self.randomness):
             self.game = self._build()
-        self.task, self.done = None, True
 
     # --- what an adapter writes
     def _build(self):
@@ -177,7 +171,6 @@ class AdaptedEnv:
         """One call -> ``(reply, reward, game_over, invalid)`` (isolated); ``invalid`` from the library's signal."""
         raise NotImplementedError
 
-    # --- the protocol
     def scripted_policy(self, kind: str, seed: int = 0):
         """The game's scripted player of ``kind`` (``scripted_kinds``); ValueError if it has none."""
         if self.spec.players is None:
@@ -185,70 +178,58 @@ class AdaptedEnv:
                              'adapter (see agentrl.envs.adapters)')
         return self.spec.players(kind, seed)
 
-    def reset(self, *, seed=None, options=None):
-        """Deal the game of ``options['task']`` (a task with a seed, or a name ``'prefix/SEED'``), or of ``seed``
-        when no task is given -> ``(prompt, info)``."""
-        task = (options or {}).get('task')
+    # --- TextEnv's hooks, as a game of another library takes them
+    def _find_task(self, task, seed):
+        """A task with a seed, or a name ``'prefix/SEED'``, or (no task given) the task of ``seed``."""
         if task is None:
             if seed is None:
                 raise ValueError(f"{type(self).__name__}.reset needs options={{'task': task}} (a task with a seed)")
-            task = SeedTask(f'{self.spec.prefix}/{seed}', seed)
-        elif isinstance(task, str):
-            task = SeedTask(task, task_seed(task))
+            return SeedTask(f'{self.spec.prefix}/{seed}', seed)
+        return SeedTask(task, task_seed(task)) if isinstance(task, str) else task
+
+    def start(self, task) -> str:
+        """Deal the game of the task's seed (isolated) -> the prompt; ValueError when it leaves no room for a call."""
         game_seed = task_seed(task)
         self.randomness.reseed(game_seed)
         with game_call(self.spec.title, self.randomness):
             prompt = self._start(game_seed)
-        self.task, self.done = task, False
-        self.turn, self.actions, self.n_invalid, self.submitted = 0, [], 0, False
         self.game_reward, self.last_reply = 0.0, ''
-        self.n_tokens = 1 + len(prompt.split())  # <bos> prompt
-        if self.n_tokens + self.max_call_tokens + 3 > self.max_tokens:
+        if 1 + len(prompt.split()) + self.max_call_tokens + 3 > self.max_tokens:  # <bos> prompt, a call, a reply
             raise ValueError(f'{self.spec.title} prompt of task {task_name(task)!r} has {len(prompt.split())} words: '
                              f'no room for a call within max_tokens={self.max_tokens}; raise max_tokens')
-        return prompt, self._info(final=False)
+        return prompt
 
-    def step(self, action: str):
-        """The policy's call (its text before the stop token) -> ``(reply, reward, terminated, truncated, info)``."""
-        if self.task is None or self.done:
-            raise RuntimeError('call reset() before step(), and again after an episode ends')
-        if not isinstance(action, str):
-            raise TypeError(f'action must be the call text (str), got {type(action).__name__}')
-        self.turn += 1
-        self.actions.append(action)
-        self.n_tokens += len(action.split()) + 1  # the call and its stop token
+    def _received(self, action: str) -> str:
+        """The call as the policy wrote it, whitespace and all: the game parses it (``\\boxed{50}``, ``[1 2 3]``)."""
+        return action
+
+    def _call(self, call: str):
+        """The game's answer -> (reply, game over, reward); a last reply past the budget is cut to the room left."""
         with game_call(self.spec.title, self.randomness):
-            reply, reward, game_over, invalid = self._play(action)
-        self.last_reply = reply  # as the game said it (the checks read it)
+            reply, reward, game_over, invalid = self._play(call)
+        self.last_reply, self.game_reward = reply, float(reward)  # as the game said and paid it (the checks read them)
         if self.spec.invalid is not None:
             invalid = invalid or bool(self.spec.invalid(reply, reward, game_over))
         self.n_invalid += int(bool(invalid))
-        reply_tokens = len(reply.split()) + 2 if reply.strip() else 0  # <tool> reply </tool>
-        truncated = not game_over and (
-            self.turn >= self.max_turns
-            or self.n_tokens + reply_tokens + self.max_call_tokens + 3 > self.max_tokens)
-        if truncated:
-            reply, reply_tokens = '', 0
-        elif game_over and self.n_tokens + reply_tokens > self.max_tokens:  # the final reply, cut to the room left
+        if game_over and self.n_tokens + self._reply_tokens(reply) > self.max_tokens:
             reply = ' '.join(reply.split()[:max(self.max_tokens - self.n_tokens - 2, 1)])
-            reply_tokens = len(reply.split()) + 2
-        self.n_tokens += reply_tokens
-        self.done, self.submitted = game_over or truncated, bool(game_over)
-        self.game_reward = float(reward)
-        info = self._info(final=self.done)
+        return reply, bool(game_over), float(reward)
+
+    def _reply_tokens(self, reply: str) -> int:
+        """As ``TextEnv``'s, but a reply of only whitespace (a game may send one) counts as none."""
+        return len(reply.split()) + 2 if reply.strip() else 0
+
+    def _paid(self, reward: float, terminated: bool, info: dict) -> float:
+        """The game's reward, or with ``reward='public'`` the public check at the end (0 before)."""
         if self.reward_mode == 'public':
-            reward = float(info['public_pass']) if game_over else 0.0
-        return reply, float(reward), bool(game_over), bool(truncated), info
+            return float(info['public_pass']) if terminated else 0.0
+        return reward
 
     def _info(self, final: bool) -> dict:
-        info = {'task': task_name(self.task), 'actions': list(self.actions), 'n_invalid': self.n_invalid,
-                'turn': self.turn}
-        group = task_group(self.task)
-        if group is not None:
-            info['group'] = group
+        info = super()._info(final=False)
+        del info['submitted']  # a game's info says it at the end, with the game's reward and its checks
         if final:
-            info['submitted'] = self.submitted
-            info['game_reward'] = self.game_reward
+            info['submitted'], info['game_reward'] = self.submitted, self.game_reward
             if self.spec.checks is not None:
                 hidden, public = (self.spec.checks(self.game_reward, self.last_reply) if self.submitted
                                   else (False, False))  # truncated: the game did not end
@@ -257,3 +238,5 @@ class AdaptedEnv:
 
     def __repr__(self):
         return f'<{type(self).__name__} {self.spec.title}>'
+
+    __str__ = __repr__  # Gymnasium's reads a registered spec's id

@@ -19,6 +19,7 @@ import time
 import torch
 
 from ..chapter15.env_registry import DEFAULT, get_env
+from ...envs.play import EpisodeState
 from ...rendering.protocols import as_renderer
 from ...rendering.trajectory import Trajectory
 
@@ -32,7 +33,8 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
 
     Rendered through the same renderer as ``rollout_batch`` (our word-level layout for our tokenizer).
     Sampling uses torch's global generator, seeded with ``seed``; ``logprobs`` are not recorded (0). ``generate`` runs
-    in the policy's precision (its autocast), as our engine does. The return is the sum of every step's reward."""
+    in the policy's precision (its autocast), as our engine does. Each turn is ``envs.play.EpisodeState.step``, as
+    in our engine and scripted play: an episode's reward is its return, the sum of every step's reward."""
     renderer = as_renderer(tok)
     model = policy.model
     was_training = model.training
@@ -41,12 +43,9 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
     envs, tasks = list(envs), list(tasks)
     B = len(envs)
     episodes = [renderer.new_episode(env) for env in envs]
-    convs = []
-    for env, task, ep in zip(envs, tasks, episodes):
-        obs, _ = env.reset(options={'task': task})
-        convs.append(list(ep.prompt(obs)))
+    states = [EpisodeState(env, task) for env, task in zip(envs, tasks)]  # each turn is scripted play's own
+    convs = [list(ep.prompt(state.episode.prompt)) for ep, state in zip(episodes, states)]
     results: list[Trajectory | None] = [None] * B
-    rewards = [[] for _ in range(B)]  # each step's reward, per episode
     live = list(range(B))
     stop, pad = renderer.stop_id, renderer.pad_id
     while live:
@@ -64,17 +63,13 @@ def generate_loop_rollout(policy, envs, tasks, tok, temperature: float = 1.0, se
         new = out[:, L:].tolist()
         keep = []
         for i, b in enumerate(live):
-            call = []
-            for t in new[i][:renderer.call_limit(envs[b])]:
-                call.append(t)
-                if t == stop:
-                    break
+            row = new[i][:renderer.call_limit(envs[b])]
+            call = row[:row.index(stop) + 1] if stop in row else row  # up to its stop token
             episodes[b].call(call)
-            obs, reward, terminated, truncated, info = envs[b].step(renderer.call_text(call))
-            rewards[b].append(float(reward))
-            reply = episodes[b].reply(obs, final=terminated or truncated) if obs else []
-            if terminated or truncated:
-                results[b] = episodes[b].build(sum(rewards[b]), info, rewards[b])
+            obs = states[b].step(renderer.call_text(call))
+            reply = episodes[b].reply(obs, final=states[b].done) if obs else []
+            if states[b].done:
+                results[b] = episodes[b].finish(states[b].episode)
             else:
                 convs[b] += call + list(reply)
                 keep.append(b)
