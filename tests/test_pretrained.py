@@ -19,13 +19,12 @@ from hfkit import bpe_tokenizer, tiny_llama_folder  # noqa: E402
 TRAIN = arl.make_tasks('train')
 
 
-@pytest.fixture(scope='module')
-def cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
+@pytest.fixture
+def cache(tmp_path_factory, monkeypatch):
+    """A fresh conversion cache for one test (the GGUF files written here), not the user's."""
     folder = tmp_path_factory.mktemp('agentrl-cache')
-    mp.setenv('AGENTRL_CACHE', str(folder))
-    yield folder
-    mp.undo()
+    monkeypatch.setenv('AGENTRL_CACHE', str(folder))
+    return folder
 
 
 @pytest.fixture(scope='module')

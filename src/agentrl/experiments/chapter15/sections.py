@@ -316,10 +316,10 @@ class Sections:
         kept_file = self.out / 'episodes' / KEPT_ROUND1
         if not kept_file.exists():  # 15.3 finished by an earlier version, which numbered the rounds from 1
             kept_file = kept_file.with_name('rft_round2_kept.json')
-        kept_r2 = load_trajectories(kept_file)
-        unique = dedup_by_actions(kept_r2)
-        self._say(f'kept {len(kept_r2)} episodes, {len(unique)} distinct action sequences', '15.6')
-        self._say(f'family share, raw:     {family_share(kept_r2, self.groups)}', '15.6')
+        kept1 = load_trajectories(kept_file)
+        unique = dedup_by_actions(kept1)
+        self._say(f'kept {len(kept1)} episodes, {len(unique)} distinct action sequences', '15.6')
+        self._say(f'family share, raw:     {family_share(kept1, self.groups)}', '15.6')
         self._say(f'family share, deduped: {family_share(unique, self.groups)}', '15.6')
 
         for row in hack_rows:
@@ -330,6 +330,6 @@ class Sections:
                       f"{row['public']:.2f}, hidden {row['hidden']:.2f}", '15.6')
         return {'probe': probes, 'mismatch': {'nll': nll, 'demo_text': demo_text, **d_mis},
                 'dpo_vs_dpo_nll': dpo_log[-1:] + nll_log[-1:], 'dpo_nll_log': nll_log, 'dpo_nll_monitor': nll_monitor,
-                'dedup': {'kept': len(kept_r2), 'distinct': len(unique), 'share_raw': family_share(kept_r2, self.groups),
+                'dedup': {'kept': len(kept1), 'distinct': len(unique), 'share_raw': family_share(kept1, self.groups),
                           'share_deduped': family_share(unique, self.groups)},
                 'hacking': hack_log}
