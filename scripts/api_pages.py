@@ -97,7 +97,7 @@ GROUPS = [
      'the share that reads) and the checks of section 15.6: informative groups for RL, a demo '
      'pipeline that forgot the template wrappers, and a token-by-token comparison of two renderings.',
      [],
-     ['pass_rate', 'success_rate', 'mean_return', 'NoSignalWarning', 'family_pass', 'action_entropy', 'describe',
+     ['pass_rate', 'success_rate', 'mean_return', 'NoSignalWarning', 'group_pass', 'action_entropy', 'describe',
       'probe', 'informative_fraction', 'strip_wrappers', 'check_rendering']),
     ('Watching a run',
      'Every recipe takes `loggers=`: a logger is any object with `log(metrics, step)`. The run\'s monitors '

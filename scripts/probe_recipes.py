@@ -36,7 +36,7 @@ def one(seed: int, config):
     import torch
 
     import agentrl as arl
-    from agentrl.recipes.evaluation import family_pass
+    from agentrl.recipes.evaluation import group_pass
     from agentrl.recipes.reinforce import train_rl
     from agentrl.recipes.sft import sft_train
     torch.set_num_threads(1)
@@ -61,7 +61,7 @@ def one(seed: int, config):
             snapshot['model'] = copy.deepcopy(sft)
     sft_train(sft, oracle, tok, steps=c.sft_steps, lr=c.sft_lr, batch_size=c.sft_batch_size, hook=hook,
               every=c.sft_every, seed=s)
-    families = family_pass(sft, heldout, tok, c.describe_samples, seed=s)
+    families = group_pass(sft, heldout, tok, c.describe_samples, seed=s)
 
     def rl(model, steps):
         return train_rl(model, train, tok, steps, lr=c.rl_lr, seed=s, n_tasks=c.rl_tasks, group=c.rl_group,

@@ -12,7 +12,7 @@ rather than the train functions' names.
 
 ``agentrl reproduce`` records the same figure itself (``results.json``: ``15.2/heldout_by_family``, from the
 oracle-SFT evaluation's own held-out episodes, ``describe_samples`` = 8 per task); this script recomputes it
-from a checkpoint with the library's ``family_rates``, for other checkpoints or sample counts.
+from a checkpoint with the library's ``group_rates``, for other checkpoints or sample counts.
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 import agentrl as arl
-from agentrl.recipes.evaluation import family_rates
+from agentrl.recipes.evaluation import group_rates
 
 
 def per_family(run: Path, samples: int, checkpoint: str) -> tuple[int, dict, float]:
@@ -32,7 +32,7 @@ def per_family(run: Path, samples: int, checkpoint: str) -> tuple[int, dict, flo
     tok = arl.build_tokenizer(arl.make_tasks('all'))
     model = arl.load_model(run / 'checkpoints' / f'{checkpoint}.safetensors', tok)
     rate, trajs = arl.pass_rate(model, arl.make_tasks('heldout'), tok, samples, seed=seed)
-    return seed, family_rates(trajs), rate
+    return seed, group_rates(trajs), rate
 
 
 def main() -> int:

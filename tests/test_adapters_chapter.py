@@ -1,4 +1,4 @@
-"""The chapter's environment on GEM's Guess The Number (``chapter15.games.GUESS``): what a run of it needs, checked
+"""The chapter's environment on GEM's Guess The Number (``chapter15.guess_game.GUESS``): what a run of it needs, checked
 without running it (needs the ``agentrl[gem]`` extra; skips without it)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ pytest.importorskip('gem', reason="GEM is not installed: pip install 'agentrl[ge
 
 import agentrl as arl  # noqa: E402
 from agentrl.experiments.chapter15.config import Ch15Config  # noqa: E402
-from agentrl.experiments.chapter15.games import GUESS  # noqa: E402
+from agentrl.experiments.chapter15.guess_game import GUESS  # noqa: E402
 
 
 def test_the_guess_chapter_env_has_disjoint_splits_a_covering_vocabulary_and_a_window_that_holds_an_episode():

@@ -18,7 +18,7 @@ from agentrl.recipes.online_dpo import train_online_dpo
 from agentrl.recipes.rft_baseline import (group_baseline_weights, rft_baseline_iteration, weighted_sft_loss,
                                           weighted_sft_train)
 from agentrl.recipes.select import select_sft_checkpoint
-from agentrl.recipes.star import family_pass, rationalize, star_iteration
+from agentrl.recipes.star import group_pass, rationalize, star_iteration
 
 POLICY = arl.OWNER['policy']
 
@@ -177,7 +177,7 @@ def test_star_forces_the_fixing_op_and_masks_it(trained_model, train_tasks, tok)
 def test_star_iteration_smoke(trained_model, train_tasks, tok, mask_forced):
     model, tasks = copy.deepcopy(trained_model), train_tasks[::2]
     hist = star_iteration(model, tasks, tok, rounds=2, n_samples=2, steps=2, seed=0, mask_forced=mask_forced,
-                          batch_size=8, evaluate=lambda m: {'family': family_pass(m, tasks, tok, 1)})
+                          batch_size=8, evaluate=lambda m: {'family': group_pass(m, tasks, tok, 1)})
     assert len(hist) == 2
     for row in hist:
         assert {'round', 'rate', 'solved', 'failed', 'rationalized', 'n_rationalized', 'forced_rate', 'n_plain',

@@ -118,11 +118,11 @@ def test_sft_learns_the_mailroom_and_trains_only_policy_tokens(kit):
 def test_weak_base_learns_format_and_reads_less_than_oracle_sft(kit):
     tok = kit['tok']
     weak = arl.describe(kit['weak'], TRAIN, HELD, tok, n=4, env=ENV)
-    sft = arl.describe(kit['sft'], TRAIN, HELD, tok, n=4, env=ENV, by_family=True)
+    sft = arl.describe(kit['sft'], TRAIN, HELD, tok, n=4, env=ENV, by_group=True)
     assert weak['invalid'] <= 1.0 and weak['train'] < sft['train']
     assert weak['reads'] < 0.7 <= sft['reads']  # reads: episodes with a `label` call (Mailroom.is_read_call)
-    assert set(sft['held_by_family']) <= {'ground', 'upper'}
-    assert set(arl.family_pass(kit['sft'], TRAIN, tok, 2, env=ENV)) == {'ground', 'upper'}
+    assert set(sft['held_by_group']) <= {'ground', 'upper'}
+    assert set(arl.group_pass(kit['sft'], TRAIN, tok, 2, env=ENV)) == {'ground', 'upper'}
 
 
 # --- 15.3: rejection sampling, expert iteration, the public filter, STaR, RFT with a baseline

@@ -135,7 +135,7 @@ def test_heldout_pass_per_family_comes_from_the_oracle_sft_episodes(first):
     # describe's held-out episodes: every family has the same number of tasks, so the family mean is the held-out pass
     assert sum(fam.values()) / len(fam) == pytest.approx(results['15.2']['oracle_sft']['held'])
     model = arl.load_model(out / 'checkpoints' / 'sft_step60.safetensors', r.tok)  # what scripts/transfer_per_family.py does
-    assert arl.family_pass(model, r.heldout, r.tok, Ch15Config.smoke().describe_samples, seed=0) == fam
+    assert arl.group_pass(model, r.heldout, r.tok, Ch15Config.smoke().describe_samples, seed=0) == fam
 
 
 def test_cli_reproduce_extended_smoke_end_to_end_with_settings(tmp_path, capsys):

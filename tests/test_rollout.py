@@ -232,7 +232,7 @@ def _scripted_setup(name):
         return Keypad, CODES, arl.build_tokenizer(CODES), ('oracle', 'random'), 'press 0'
     if name == 'guess':
         pytest.importorskip('gem', reason="GEM is not installed: pip install 'agentrl[gem]'")
-        from agentrl.experiments.chapter15.games import guess_factory, guess_tasks
+        from agentrl.experiments.chapter15.guess_game import guess_factory, guess_tasks
         make, tasks = guess_factory(), guess_tasks('train')[:4]
         return make, tasks, arl.build_tokenizer(tasks, env=make, texts=make.spec.texts), make().scripted_kinds, '25'
     make, tasks = arl.BugFixEnv if name == 'bugfix' else (lambda: arl.BugFixEnv(max_tokens=48)), arl.make_tasks('all')

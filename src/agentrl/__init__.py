@@ -33,7 +33,7 @@ _LAZY = {
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',
     'train_dpo': 'recipes.dpo',
-    'action_entropy': 'recipes.evaluation', 'family_pass': 'recipes.evaluation', 'pass_rate': 'recipes.evaluation',
+    'action_entropy': 'recipes.evaluation', 'group_pass': 'recipes.evaluation', 'pass_rate': 'recipes.evaluation',
     'GRPOConfig': 'recipes.grpo', 'train_grpo': 'recipes.grpo',
     'train_online_dpo': 'recipes.online_dpo',
     'reinforce_step': 'recipes.reinforce', 'train_rl': 'recipes.reinforce',

@@ -64,7 +64,7 @@ def scalar(value):
 def flatten(values, prefix: str) -> dict:
     """What an ``evaluate`` returned, as named scalars under ``prefix``: ``{prefix/name: float}``.
 
-    A dict's entries keep their keys (a nested dict's become ``prefix/key/inner``, as ``family_pass``'s
+    A dict's entries keep their keys (a nested dict's become ``prefix/key/inner``, as ``group_pass``'s
     groups); a named tuple's, its field names; a plain tuple's (or a top-level list's), their positions (``eval/0``,
     ``eval/1``). Entries that are not numbers (a list of episodes, a name, None) are left out."""
     if isinstance(values, dict):
@@ -78,7 +78,7 @@ def flatten(values, prefix: str) -> dict:
         return {} if value is None else {prefix: value}
     out = {}
     for name, value in items:
-        if isinstance(value, (dict, tuple)):  # nested: family_pass's groups, a named tuple
+        if isinstance(value, (dict, tuple)):  # nested: group_pass's groups, a named tuple
             out.update(flatten(value, f'{prefix}/{name}'))
             continue
         value = scalar(value)

@@ -58,14 +58,14 @@ def reads_first(trajs, env=DEFAULT_ENV) -> float:
 
 
 @small_model_threads
-def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAULT_ENV,
+def describe(model, train, heldout, tok, n=8, seed=0, by_group=False, env=DEFAULT_ENV,
              threshold=DEFAULT_THRESHOLD) -> dict:
     """Train and held-out pass, invalid calls per episode, share that reads, action entropy (section 15.2).
 
     Pass is the share of episodes whose return reaches ``threshold`` (``recipes.outcomes.success_rate``): with
     0/1 rewards, ``pass_rate``'s mean return; with partial credit, the wins only.
 
-    ``by_family`` adds ``held_by_family``: held-out pass per task group (BugFix: bug family), from the same
+    ``by_group`` adds ``held_by_group``: held-out pass per task group (BugFix: bug family), from the same
     held-out episodes. ``reads``: the share of train episodes with a call that only looks (``is_read``).
     """
     _, trajs = pass_rate(model, train, tok, n, seed=seed, env=env)
@@ -75,12 +75,12 @@ def describe(model, train, heldout, tok, n=8, seed=0, by_family=False, env=DEFAU
            'invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs),
            'reads': sum(any(map(read, t.info['actions'])) for t in trajs) / len(trajs),
            'entropy': action_entropy(model, collate(trajs, tok.pad_id))}
-    if by_family:
+    if by_group:
         groups = {}
         for t in held:
             if t.info.get('group') is not None:
                 groups.setdefault(t.info['group'], []).append(t)
-        out['held_by_family'] = {g: success_rate(ts, threshold) for g, ts in groups.items()}
+        out['held_by_group'] = {g: success_rate(ts, threshold) for g, ts in groups.items()}
     return out
 
 

@@ -27,7 +27,7 @@ def pass_rate(model, tasks, tok, n_samples=4, temperature=1.0, seed=0, reward='h
     return sum(t.reward for t in trajs) / len(trajs), trajs
 
 
-def family_rates(trajs) -> dict:
+def group_rates(trajs) -> dict:
     """Mean return per task group of some episodes (``info['group']``; BugFix: the bug family) -> {group: pass}.
 
     Groups appear in the order their first episode does (BugFix's tasks come in ``FAMILIES`` order);
@@ -41,14 +41,14 @@ def family_rates(trajs) -> dict:
 
 
 @small_model_threads
-def family_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict:
+def group_pass(model, tasks, tok, n_samples=4, seed=0, env=DEFAULT_ENV) -> dict:
     """Pass rate per task group, ``n_samples`` episodes per task -> {group: pass} (groups of ``tasks`` only).
 
     The same episodes as ``pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)``. On BugFix's held-out tasks
     after oracle SFT this is section 15.2's transfer, family by family: the skill (read the source, pick the fix from
     its cue) carries over to unseen functions only if every family does.
     """
-    return family_rates(pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)[1])
+    return group_rates(pass_rate(model, tasks, tok, n_samples, seed=seed, env=env)[1])
 
 
 @small_model_threads

@@ -36,7 +36,7 @@ from ..rendering.protocols import as_renderer
 from ..rendering.trajectory import Trajectory
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
-from .evaluation import family_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
+from .evaluation import group_pass  # noqa: F401 (re-exported: star_iteration(evaluate=...) users import it from here)
 from .monitors import round_metrics
 from .outcomes import DEFAULT_THRESHOLD, check_threshold, is_success, warn_no_signal
 from .rounds import run_rounds
@@ -130,7 +130,7 @@ def star_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, seed=0, 
     - ``rationalized``: tasks with a rationalized success; ``n_rationalized``: those episodes;
       ``forced_rate``: pass rate of the rationalized rollouts (None if no task failed);
     - ``n_plain`` and ``n_kept``: plain successes, and all kept episodes; ``kept``: the kept trajectories;
-    - whatever ``evaluate(model)`` returns (a dict, e.g. ``family_pass``), after the round's SFT.
+    - whatever ``evaluate(model)`` returns (a dict, e.g. ``group_pass``), after the round's SFT.
 
     A round with nothing kept warns (``recipes.outcomes.NoSignalWarning``) and trains on nothing.
 

@@ -106,7 +106,7 @@ ENVIRONMENTS = {
     'wiring': ChapterEnv('wiring', 'the Wiring gym', 'agentrl/Wiring-v0', wiring_tasks, task_label='registries'),
 }
 """The built-in environments ``--env`` takes by name; the first is the chapter's own."""
-GAMES = {'guess': 'agentrl.experiments.chapter15.games:GUESS'}
+GAMES = {'guess': 'agentrl.experiments.chapter15.guess_game:GUESS'}
 """Built-in names of games from other libraries, by import path: loaded on first use (each needs its extra)."""
 DEFAULT = next(iter(ENVIRONMENTS))
 """The environment a run uses unless told (and that runs written before ``results.json`` named one used)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .findings import Finding, summary, table as findings_table, tally
-from .tables import bold_min, by_family, shares, table
+from .tables import bold_min, by_group, shares, table
 
 # The chapter's printed figures (chapter15.md), for side-by-side tables.
 CH_DESCRIBE = {'weak base': (0.144, 0.138, 0.06, 0.29, 0.251), 'oracle SFT': (0.981, 0.887, 0.02, 1.00, 0.022),
@@ -129,8 +129,8 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
                    for name, r in zip(['DPO', 'DPO + NLL'], s6['dpo_vs_dpo_nll'])]), '',
            f"Dedup: {s6['dedup']['distinct']} distinct action sequences among {s6['dedup']['kept']} kept episodes of RFT round 1"
            f"{chapter('chapter 21 of 84')}. "
-           + (f"Group share raw {shares(by_family(s6['dedup']['share_raw'], groups))}; "
-              f"deduplicated {shares(by_family(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']
+           + (f"Group share raw {shares(by_group(s6['dedup']['share_raw'], groups))}; "
+              f"deduplicated {shares(by_group(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']
     if s6['hacking']:
         md += [cols(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
                     [(k, r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
@@ -159,7 +159,7 @@ def rl_roads(s5: dict, what: str = 'functions') -> list:
 def family_transfer(s2: dict, what: str = 'functions', groups=()) -> list:
     """15.2's held-out pass per task group after oracle SFT (in ``groups``' order), the lowest in bold (nothing for
     runs that predate it, or tasks without groups)."""
-    fam = by_family(s2.get('heldout_by_family'), groups)
+    fam = by_group(s2.get('heldout_by_family'), groups)
     if not fam:
         return []
     return ['Held-out pass per task group after oracle SFT, from the held-out episodes of the oracle SFT row above '
@@ -241,7 +241,7 @@ def beyond_section(R: dict, groups=()) -> list:
     One seed's figures; ``agentrl sweep --extended`` reports each comparison over seeds.
     """
     b, curves = R['beyond'], R['15.5']['curves']
-    groups = list(by_family(next(iter(b['star'].values()))['family'], groups))
+    groups = list(by_group(next(iter(b['star'].values()))['family'], groups))
     md = ['## Beyond the chapter', '',
           'Each recipe runs from the same weak base or SFT checkpoint as the chapter\'s and is compared with the '
           'chapter\'s recipe at the same budget. This is one seed: see `agentrl sweep --extended` for how often '

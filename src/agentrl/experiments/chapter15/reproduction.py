@@ -10,7 +10,7 @@ seeds shifted by ``seed`` (``seed=0`` is the chapter's code exactly), and
 
 This module is the run driver: the run folder, resume, the helpers the sections share, writing a
 finished section and the transcript. The sections themselves are ``sections.py`` (15.1-15.6) and
-``beyond.py`` (``--extended``); ``chapter.py``'s ``Chapter15`` adds ``--jobs`` on top.
+``extended.py`` (``--extended``); ``chapter.py``'s ``Chapter15`` adds ``--jobs`` on top.
 
 Budgets, recipe hyperparameters and model settings come from ``Ch15Config`` (``config.py``; the
 chapter's own by default); ``results.json`` records the effective config (``config``) and where the
@@ -41,7 +41,7 @@ from ...recipes.outcomes import success_rate
 from ...rendering.trajectory import collate
 from ...rollouts.engine import scripted_rollout
 from ...rendering.trajio import save_trajectories
-from .beyond import Beyond
+from .extended import Beyond
 from ..lock import FolderLock
 from ..run_folder import peek, read_json, write_json
 from .config import Ch15Config
@@ -260,9 +260,9 @@ class Reproduction(Sections, Beyond):
         s, n = self.seed, self.cfg.eval_samples
         return self.pass_rate(model, self.train, n, s)[0], self.pass_rate(model, self.heldout, n, s)[0]
 
-    def _describe(self, model, label, section, by_family=False):
+    def _describe(self, model, label, section, by_group=False):
         d = describe(model, self.train, self.heldout, self.tok, n=self.cfg.describe_samples, seed=self.seed,
-                     by_family=by_family, env=self.env.env_id)
+                     by_group=by_group, env=self.env.env_id)
         self._say(f"{label:<12} train {d['train']:.3f} | held-out {d['held']:.3f} | invalid/ep {d['invalid']:.2f}"
                   f" | reads {d['reads']:.2f} | action entropy {d['entropy']:.3f}", section)
         return d

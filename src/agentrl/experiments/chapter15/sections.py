@@ -104,10 +104,10 @@ class Sections:
                                hook=hook, every=c.sft_every, seed=0 + s, loggers=loggers)
         self._save('sft_step60', sft_model)
         self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
-        d_sft = self._describe(sft_model, 'oracle SFT', '15.2', by_family=True)
-        by_family = d_sft.pop('held_by_family')  # from the held-out episodes describe sampled: no extra draw
+        d_sft = self._describe(sft_model, 'oracle SFT', '15.2', by_group=True)
+        by_group = d_sft.pop('held_by_group')  # from the held-out episodes describe sampled: no extra draw
         return {'weak': d_weak, 'oracle_sft': d_sft, 'hist_sft': hist, 'weak_losses': weak_losses,
-                'sft_losses': sft_losses, 'heldout_by_family': by_family}
+                'sft_losses': sft_losses, 'heldout_by_family': by_group}
 
     # --- 15.3 rejection sampling and expert iteration
     @reads()

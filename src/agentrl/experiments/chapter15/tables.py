@@ -53,7 +53,7 @@ def bold_min(values, digits=2) -> list:
     return ['—' if v is None else f'**{v:.{digits}f}**' if v == low else f'{v:.{digits}f}' for v in values]
 
 
-def by_family(d: dict | None, groups=()) -> dict:
+def by_group(d: dict | None, groups=()) -> dict:
     """A dict keyed by task group in ``groups``' order (the environment's: ``ChapterEnv.groups()``, or a run's
     ``results.json['groups']``; ``results.json`` sorts its keys), groups not among them after, sorted."""
     d = d or {}

@@ -76,7 +76,7 @@ def run_one(spec, args, out: Path, env: str, config, overrides: dict) -> int:
     from ..chapter15.findings import table
     from ..lock import FolderInUse
     from ..workers import pin_threads
-    from .workbench import ExerciseRun
+    from .exercise_run import ExerciseRun
     pin_threads(args.threads)
     console = new_console()
     say = (lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 
-from ...recipes.evaluation import family_pass
+from ...recipes.evaluation import group_pass
 from ...recipes.star import star_iteration
 from .answers import Answer, Undecided
 from .pooling import mean, rounded, spread
@@ -55,7 +55,7 @@ def run(x) -> None:
     env = ch.env.env_id
 
     def per_group(model):
-        return family_pass(model, ch.train, ch.tok, c.eval_samples, seed=s, env=env)
+        return group_pass(model, ch.train, ch.tok, c.eval_samples, seed=s, env=env)
 
     def chapter():
         rft = per_group(x.chapter_model('rft'))

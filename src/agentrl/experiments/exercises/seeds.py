@@ -60,7 +60,7 @@ def run_seed(number: int, out: str, seed: int, env: str, config: dict, overrides
     from ..workers import pin_threads
     pin_threads(threads)
     from ..chapter15.config import Ch15Config
-    from .workbench import ExerciseRun
+    from .exercise_run import ExerciseRun
     t0 = time.perf_counter()
     run = ExerciseRun(number, out, seed=seed, env=env, config=Ch15Config(**config), overrides=overrides, source=source,
                       resume=resume, log=lambda line: None, policy=policy)
@@ -87,7 +87,7 @@ def main_seeds(spec, args, out: Path, env: str, config, overrides: dict) -> int:
                 raise ValueError(f"{args.source} has no finished run for seed {', '.join(map(str, missing))} "
                                  f'(seedN/results.json): run agentrl sweep --seeds ... --out {args.source} first, or '
                                  'leave --from out')
-        from .workbench import ExerciseRun
+        from .exercise_run import ExerciseRun
         for s in seeds:  # every seed's arguments are checked before any runs (the --from folders' settings, sections)
             ExerciseRun(spec.number, out / f'seed{s}', seed=s, env=env, config=config, overrides=overrides,
                         source=seed_source(args.source, s), resume=args.resume, log=lambda line: None,

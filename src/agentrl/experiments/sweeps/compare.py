@@ -27,7 +27,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..chapter15.tables import by_family, fmt, rich_table, table
+from ..chapter15.tables import by_group, fmt, rich_table, table
 from ..run_folder import peek, transcript
 
 
@@ -207,7 +207,7 @@ def compare(variants: list) -> dict:
 
     def steps(key, default):  # the SFT checkpoints' steps, as the variants' configs set them
         return 'SFT step ' + ' / '.join(dict.fromkeys(str(r['config'].get(key, default)) for v in variants for r in v['records']))
-    for section, label, fn in key_figures(list(by_family(first, record['groups'])), steps('cold_start_step', 20),
+    for section, label, fn in key_figures(list(by_group(first, record['groups'])), steps('cold_start_step', 20),
                                           steps('sft_steps', 60)):
         vals = [_values(v['records'], fn) for v in variants]
         if any(vals):

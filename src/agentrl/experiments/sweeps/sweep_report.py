@@ -6,7 +6,7 @@ from ..chapter15.figures import RECIPES
 from ..chapter15.findings import every_seed_line, rates_table
 from ..chapter15.probes import probe_labels
 from ..chapter15.report import CH_DESCRIBE, CH_DPO, CH_HACK, CH_PROBE, CH_RECIPES, CH_RFT, CH_SFT
-from ..chapter15.tables import bold_min, by_family, fmt, table
+from ..chapter15.tables import bold_min, by_group, fmt, table
 
 
 def _stat(sweep, key):
@@ -158,7 +158,7 @@ def claimtable(sweep: dict) -> list:
 def familytable(sweep: dict) -> list:
     """Held-out pass per task group after oracle SFT (15.2): one row per seed, each seed's lowest group in bold,
     then the mean ± CI and the minimum over seeds per group."""
-    fams = list(by_family({k.split('/')[-1]: 0 for k in sweep['figures'] if k.startswith('15.2/heldout_by_family/')},
+    fams = list(by_group({k.split('/')[-1]: 0 for k in sweep['figures'] if k.startswith('15.2/heldout_by_family/')},
                           sweep.get('groups', ())))
     if not fams:
         return []

@@ -1,6 +1,6 @@
 """The chapter on a game from another library: GEM's Guess The Number, as ``agentrl reproduce --env guess`` runs it.
 
-``GUESS`` is a ``ChapterEnv`` (see ``envs``) whose environment is ``from_gem('game:GuessTheNumber-v0-hard')``:
+``GUESS`` is a ``ChapterEnv`` (see ``env_registry``) whose environment is ``from_gem('game:GuessTheNumber-v0-hard')``:
 a number from 1 to 50 to find in 7 guesses written ``\\boxed{27}``, with GEM's rewards (1 found, partial
 credit when the turns run out, -0.1 for a call it cannot parse). Binary search finds every number within
 6 guesses; guesses that ignore the hints find one in 7 about one time in 7, so the skill is reading the

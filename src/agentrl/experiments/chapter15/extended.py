@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from ...recipes.dpo import train_dpo
-from ...recipes.evaluation import family_pass
+from ...recipes.evaluation import group_pass
 from ...recipes.grpo import GRPOConfig, train_grpo
 from ...recipes.online_dpo import train_online_dpo
 from ...recipes.rft_baseline import rft_baseline_iteration
@@ -35,7 +35,7 @@ class Beyond:
             n = c.eval_samples
             return {'train': self.pass_rate(model, self.train, n, s)[0],
                     'held': self.pass_rate(model, self.heldout, n, s)[0],
-                    'family': family_pass(model, self.train, tok, n, seed=s, env=env)}
+                    'family': group_pass(model, self.train, tok, n, seed=s, env=env)}
 
         # exercise 3: STaR rationalization vs plain expert iteration (15.3)
         star = {}
