@@ -109,21 +109,21 @@ def run(x) -> None:
 
     def length():
         _, sample = ch.pass_rate(weak, ch.train, ch.cfg.rft_samples, 100 + s, temperature=ch.cfg.sample_temperature)
-        kept = sorted((t for t in sample if is_success(t)), key=action_tokens)  # expert iteration's round 1 keeps these
+        kept = sorted((t for t in sample if is_success(t)), key=action_tokens)  # expert iteration's round 0 keeps these
         failed = [t for t in sample if not is_success(t)]
         lengths = [action_tokens(t) for t in kept]
         out = {'kept': len(kept), 'episodes': len(sample), 'kept_lengths': lengths,
                'mean_length_all': sum(map(action_tokens, sample)) / len(sample)}
         half = len(kept) // 2
         if half == 0 or sum(lengths[:half]) == sum(lengths[-half:]):
-            x.say(f'round 1 sample: kept {len(kept)} of {len(sample)}, too few or all of one length to compare')
+            x.say(f'round 0 sample: kept {len(kept)} of {len(sample)}, too few or all of one length to compare')
             return out
         for name, chosen in (('short', kept[:half]), ('long', kept[-half:])):
             r = identities(weak, failed + chosen, ch.tok)
             out[name] = {'mean_length': sum(map(action_tokens, chosen)) / half, **r}
         t_short, t_long = out['short']['token']['factor'], out['long']['token']['factor']
         q_short, q_long = out['short']['sequence']['factor'], out['long']['sequence']['factor']
-        x.say(f"round 1 sample: kept {len(kept)} of {len(sample)}, {min(lengths)} to {max(lengths)} action tokens "
+        x.say(f"round 0 sample: kept {len(kept)} of {len(sample)}, {min(lengths)} to {max(lengths)} action tokens "
               f"(all episodes: {out['mean_length_all']:.1f} on average); {len(failed)} failures with the {half} "
               'shortest or the longest kept:')
         x.say(f"  kept {out['short']['mean_length']:.1f} vs {out['long']['mean_length']:.1f} action tokens: token factor "

@@ -6,7 +6,7 @@ as many episodes. Random play reads first about a third of the time and carries 
 never reads. Then the chapter's expert iteration (15.3: same rounds, samples, steps and seeds) runs from it.
 
 What the base *can solve* is what expert iteration can start from: the train tasks with at least one success among
-the first round's samples (15.3's "tasks solved" in round 1; the chapter's "tasks never solved by the weak base" are
+the first round's samples (15.3's "tasks solved" in round 0; the chapter's "tasks never solved by the weak base" are
 the others). Compared with the chapter's base: that set, its size, the task groups it misses, and where expert
 iteration ends (its last train pass against the share of tasks it ever solved: the plateau of filtered behaviour
 cloning; its held-out pass).
@@ -77,10 +77,10 @@ def run(x) -> None:
                'ever': sorted(ever_mine), 'chapter_ever': sorted(ever_theirs),
                'missed_groups': groups_missed(ch, ever_mine), 'chapter_missed_groups': groups_missed(ch, ever_theirs),
                'chapter_hist': chapter['hist_rft']}
-        x.say(f'tasks the base solves in round 1: random-only {len(mine)}/{n}, chapter {len(theirs)}/{n}; both '
+        x.say(f'tasks the base solves in round 0: random-only {len(mine)}/{n}, chapter {len(theirs)}/{n}; both '
               f'{len(mine & theirs)}, only random-only {sorted(mine - theirs)}, only chapter {sorted(theirs - mine)}')
         for k, r in enumerate(rounds):
-            x.say(f"round {k + 1}: sample pass {r['rate']:.3f}, kept {r['kept']:>3}, tasks solved {len(r['solved']):>2}/{n}"
+            x.say(f"round {k}: sample pass {r['rate']:.3f}, kept {r['kept']:>3}, tasks solved {len(r['solved']):>2}/{n}"
                   f' -> train {hist[k + 1][1]:.2f}, held-out {hist[k + 1][2]:.2f}')
         x.say(f"expert iteration ends at train {hist[-1][1]:.2f} / held-out {hist[-1][2]:.2f}, having solved "
               f"{len(ever_mine)}/{n} tasks in some round (chapter: {chapter['hist_rft'][-1][1]:.2f} / "
@@ -124,7 +124,7 @@ ANSWERS = (
            'imitates, never reads.', "share of its train episodes with a read > the chapter's base's", _reads_more),
     Answer('solves-fewer', "The base can solve no more train tasks than the chapter's, and a different set: random play "
            'spends part of its guesses on the exploit, which the verifier fails, where blind play only guesses fixes.',
-           "tasks with a success among round 1's samples <= the chapter's base's", _solves_fewer),
+           "tasks with a success among round 0's samples <= the chapter's base's", _solves_fewer),
     Answer('uncovered-stays', 'What neither kind of play covers stays unsolved: the groups expert iteration never solves '
            "from the chapter's base are never solved from the random-only base either.",
            "every group with no solved train task in the chapter's 15.3 has none here", _uncovered),

@@ -13,8 +13,8 @@ the tasks the base never solves: it can change how fast RFT climbs, not what it 
 
 **The collapse at lr 3e-3.** Trained as written (``clip=None``), the failures' term ``+w log pi`` has no lower
 bound: over the round's 15 SFT steps the loss keeps falling by pushing the failures' log-probs down, and the tokens
-they share with successes go down with them. The run records, on round 1's sample, the action log-prob per token of
-its successes and failures before and after round 1, and the invalid calls after it. The fix is a trust region
+they share with successes go down with them. The run records, on round 0's sample, the action log-prob per token of
+its successes and failures before and after round 0, and the invalid calls after it. The fix is a trust region
 (``clip=0.2``): a failure stops being pushed once its probability has fallen to 0.8 of the sampling policy's.
 """
 from __future__ import annotations
@@ -87,14 +87,14 @@ def action_logp(model, trajs, tok) -> float:
 def run(x) -> None:
     ch, s, c = x.ch, x.seed, x.ch.cfg
     weak = x.chapter_model('weak')
-    _, sample = ch.pass_rate(weak, ch.train, c.rft_samples, 100 + s)  # rft_baseline_iteration's round 1 sample
+    _, sample = ch.pass_rate(weak, ch.train, c.rft_samples, 100 + s)  # rft_baseline_iteration's round 0 sample
     success = torch.tensor([float(is_success(t)) for t in sample]).view(len(ch.train), c.rft_samples)  # [tasks, G]
     wins, fails = [t for t in sample if is_success(t)], [t for t in sample if not is_success(t)]
 
     def identity():
         out = group_identity(weak, sample, success, ch.tok)
         if out['groups']:
-            x.say(f"round 1 sample: {out['groups']} groups with a success and a failure; weighted gradient = baseline "
+            x.say(f"round 0 sample: {out['groups']} groups with a success and a failure; weighted gradient = baseline "
                   f"policy gradient / (1 - R) in each, max gap {out['gap']:.1e}; over the whole sample the two "
                   f"directions have cosine {out['cosine']:.3f}; the smallest failure weight {out['min_weight']:.2f}")
         return out
@@ -106,7 +106,7 @@ def run(x) -> None:
             hist, seen = [(0, *ch.evaluate(weak), invalid(weak))], {}
 
             def after_round(m):
-                if not seen:  # round 1: what its SFT did to its own sample
+                if not seen:  # round 0: what its SFT did to its own sample
                     seen.update(wins=action_logp(m, wins, ch.tok), fails=action_logp(m, fails, ch.tok))
                 hist.append((c.rft_steps * len(hist), *ch.evaluate(m), invalid(m)))
                 return {'train': hist[-1][1], 'held': hist[-1][2]}
@@ -123,8 +123,8 @@ def run(x) -> None:
             name = 'no clip' if clip is None else f'clip {clip:g}'
             x.say(f"RFT + group baseline ({name}, lr {c.sft_lr:g}): " + ' '.join(
                 f'{k}:{a:.2f}/{b:.2f}' for k, a, b, _ in hist) + f" (train/held); invalid calls per episode "
-                f"{hist[1][3]:.2f} after round 1, {hist[-1][3]:.2f} at the end; successes kept per round {out['n_pos']}")
-            x.say(f"  round 1's own sample, action log-prob per token before -> after its SFT: successes "
+                f"{hist[1][3]:.2f} after round 0, {hist[-1][3]:.2f} at the end; successes kept per round {out['n_pos']}")
+            x.say(f"  round 0's own sample, action log-prob per token before -> after its SFT: successes "
                   f"{before['wins']:.2f} -> {seen['wins']:.2f}, failures {before['fails']:.2f} -> {seen['fails']:.2f}")
             return out
         return work
@@ -164,7 +164,7 @@ def _collapse(p):
     low, worst = min(row[1] for row in h[1:]), max(row[3] for row in h[1:])
     return (low <= 0.05 and worst >= h[0][3] + 0.5,
             f"train pass {h[0][1]:.2f} -> as low as {low:.2f}; invalid calls {h[0][3]:.2f} -> up to {worst:.2f} per "
-            f'episode; after round 1: train {h[1][1]:.2f}, invalid {h[1][3]:.2f}')
+            f'episode; after round 0: train {h[1][1]:.2f}, invalid {h[1][3]:.2f}')
 
 
 def _drags(p):
@@ -201,7 +201,7 @@ ANSWERS = (
            'nothing and the format breaks.', "train pass <= 0.05 after some round, and invalid calls up by >= 0.5 per "
            'episode', _collapse),
     Answer('failures-drag-successes', "The cause: the failures' term has no lower bound, and pushing the failures down "
-           "pushes the successes' shared tokens down too.", "round 1's own successes and failures both lose log-prob "
+           "pushes the successes' shared tokens down too.", "round 0's own successes and failures both lose log-prob "
            'in its SFT', _drags),
     Answer('clip-learns', 'A trust region on the failures (stop pushing an episode once its probability is 0.8 of the '
            "sampler's) removes the collapse: RFT with a baseline learns.", "final train pass >= the weak base's + 0.25",
@@ -228,7 +228,7 @@ def pooled(per_seed: dict, out) -> dict:
          'final_invalid_clip': spread(p['clip']['hist'][-1][3] for p in ps), 'n': len(ps)}
     w, fl = f['round1_logp']['wins'], f['round1_logp']['fails']
     lines = [f"over {len(ps)} seeds: identity gap at most {f['gap']:.1e}, whole-sample cosine {f['cosine'][0]:.2f} to "
-             f"{f['cosine'][1]:.2f}; without a trust region, round 1 leaves {f['no_clip_invalid_round1']:.2f} invalid "
+             f"{f['cosine'][1]:.2f}; without a trust region, round 0 leaves {f['no_clip_invalid_round1']:.2f} invalid "
              f"calls per episode and moves the action log-prob per token of its successes {w[0]:.2f} -> {w[1]:.2f}, of "
              f"its failures {fl[0]:.2f} -> {fl[1]:.2f}; with it, final train {f['final_train']['clip']:.2f} against "
              f"RFT's {f['final_train']['rft']:.2f} (weak base {f['final_train']['weak']:.2f})"]
