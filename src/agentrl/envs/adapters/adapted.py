@@ -239,4 +239,4 @@ class AdaptedEnv(TextEnv):
     def __repr__(self):
         return f'<{type(self).__name__} {self.spec.title}>'
 
-    __str__ = __repr__  # Gymnasium's reads a registered spec's id
+    __str__ = __repr__  # gym.Env's __str__ reads self.spec.id, a registered id; here self.spec is the GameSpec
