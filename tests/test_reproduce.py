@@ -62,6 +62,7 @@ def test_report_figures_and_findings_are_written(first, tmp_path):
         assert p.stat().st_size > 10_000  # a real PNG with content
     md = report.write(out, results, findings, 0).read_text()
     assert '## Findings' in md and '15.6' in md and 'fig15_3_recipes.png' in md
+    assert '| fail hidden tests |' in md  # the chapter's words for BugFix's checks
 
 
 def test_same_seed_gives_identical_results_and_timing_is_kept_apart(first, tmp_path):

@@ -35,6 +35,7 @@ def test_reproduce_env_wiring_writes_the_chapters_files_and_ends_with_its_claims
     report = (out / 'report.md').read_text()
     assert report.startswith('# Chapter 15 on the Wiring gym') and '## Claims' in report and '## Findings' not in report
     assert 'chapter 0.815' not in report  # BugFix's own figures stay off another environment's report
+    assert '| fail hidden check |' in report and 'hidden tests' not in report  # Wiring has a check, not tests
 
 
 def test_the_tools_read_a_wiring_run(wiring_run, tmp_path, capsys):

@@ -51,6 +51,9 @@ class ChapterEnv:
     """``Ch15Config`` keys whose value differs from the chapter's for this environment (settable with ``--set``)."""
     task_label: str = 'tasks'
     """What its tasks are, in the report's prose (BugFix: functions)."""
+    check_label: str = 'check'
+    """What its hidden and public checks are called in the figures and the report (BugFix: tests, as the chapter
+    says; ``hidden check`` elsewhere)."""
     bands: Callable | None = None
     """``bands(transcript) -> [(finding, holds, figure)]``: the chapter's findings as bands around its own printed
     figures, for the environment those figures were measured on (BugFix); None elsewhere. Where set, ``reproduce``
@@ -102,7 +105,7 @@ class ChapterEnv:
 
 ENVIRONMENTS = {
     'bugfix': ChapterEnv('bugfix', 'the BugFix gym', 'agentrl/BugFix-v0', bugfix_tasks, task_label='functions',
-                         bands=check_transcript),
+                         check_label='tests', bands=check_transcript),
     'wiring': ChapterEnv('wiring', 'the Wiring gym', 'agentrl/Wiring-v0', wiring_tasks, task_label='registries'),
 }
 """The built-in environments ``--env`` takes by name; the first is the chapter's own."""

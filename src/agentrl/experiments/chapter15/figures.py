@@ -64,11 +64,12 @@ def fig_dpo(results: dict, path: Path) -> Path:
 
 
 def fig_recipes(results: dict, path: Path, bands: dict | None = None, tasks: str = 'functions',
-                cold_start: int | None = None) -> Path:
+                cold_start: int | None = None, checks: str = 'tests') -> Path:
     """Figure 15.3: train and held-out pass of the four recipes over gradient steps.
 
     ``bands`` (optional, from a sweep) maps recipe -> {'train': (lo, hi) lists, 'held': ...} to
-    shade confidence intervals; ``tasks``: what the held-out tasks are (BugFix: functions).
+    shade confidence intervals; ``tasks``: what the held-out tasks are (BugFix: functions); ``checks``: what the
+    hidden check that decides a pass is called (BugFix: tests).
     ``cold_start``: the SFT step RL starts from (``cold_start_step``); SFT -> RL's curve is SFT's up to it, so it
     is drawn from there on, and the steps it shares with SFT are shaded and said so.
     """
@@ -91,29 +92,32 @@ def fig_recipes(results: dict, path: Path, bands: dict | None = None, tasks: str
             ax.text(cold_start / 2, 0.99, f'SFT -> RL is SFT here\n(up to step {cold_start})', ha='center', va='top',
                     fontsize=7.5, color='#444444')
         ax.set(title=title, xlabel='gradient steps', ylim=(-BELOW, 1.02))
-    axes[0].set_ylabel('pass rate (hidden tests)')
+    axes[0].set_ylabel(f'pass rate (hidden {checks})')
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=9, frameon=False)  # below, off the curves
     return save_figure(fig, path, 'Figure 15.3  Four recipes from the same weak base' + (' (mean and 95% CI over seeds)' if bands else ''),
                        rect=(0, 0.07, 1, 1))
 
 
-def fig_hacking(results: dict, path: Path) -> Path:
-    """Figure 15.4: kept episodes per public-filter round, split into real fixes and hacks; public vs hidden pass."""
+def fig_hacking(results: dict, path: Path, checks: str = 'tests') -> Path:
+    """Figure 15.4: kept episodes per public-filter round, split into real successes and hacks; public vs hidden pass.
+
+    ``checks``: what the environment's hidden and public checks are called (BugFix: tests)."""
     plt = pyplot()
     log = results['15.6']['hacking']
     rounds = list(range(len(log)))  # from 0, as the chapter prints them (the log's 'round' key counts from 1)
     real = [row['kept'] - row['hacks'] for row in log]
     hacks = [row['hacks'] for row in log]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.bar(rounds, real, color='#2ca02c', label='real fixes (pass hidden tests)')
-    ax1.bar(rounds, hacks, bottom=real, color='#d62728', label='hacks (fail hidden tests)')
+    ax1.bar(rounds, real, color='#2ca02c', label=f'real successes (pass hidden {checks})')
+    ax1.bar(rounds, hacks, bottom=real, color='#d62728', label=f'hacks (fail hidden {checks})')
     for x, r_, h in zip(rounds, real, hacks):
         ax1.text(x, r_ + h, f'{h / max(r_ + h, 1):.0%} hacks', ha='center', va='bottom', fontsize=8)
-    ax1.set(title='Episodes kept by the public-test filter', xlabel='round', ylabel='kept episodes', xticks=rounds)
-    ax1.legend(fontsize=8)
-    ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label='public tests (the filter)')
-    ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label='hidden tests (the truth)')
+    ax1.set(title=f'Episodes kept by the filter on the public {checks}', xlabel='round', ylabel='kept episodes', xticks=rounds)
+    ax1.set_ylim(0, 1.3 * max(max(r_ + h for r_, h in zip(real, hacks)), 1))  # headroom: the legend clears the bars' labels
+    ax1.legend(fontsize=8, loc='upper left')
+    ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label=f'public {checks} (the filter)')
+    ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label=f'hidden {checks} (the truth)')
     ax2.set(title='Pass rate after each round', xlabel='round', ylabel='pass rate', ylim=(-BELOW, 1.02), xticks=rounds)
     ax2.legend(fontsize=8, loc='center right')  # between the public curve (high) and the hidden one (low)
     return save_figure(fig, path, 'Figure 15.4  Filtering on a reward the policy can see amplifies the exploit')
@@ -123,18 +127,19 @@ RECIPES = tuple(COLORS)
 """The four recipes of figure 15.3, in its order."""
 
 
-def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions', cold_start: int | None = None) -> list:
+def draw_all(results: dict, out: Path, groups=None, tasks: str = 'functions', cold_start: int | None = None,
+             checks: str = 'tests') -> list:
     """Write the chapter's three figures (15.4 only when the run has public-filter rounds) and the extended run's into
     ``out`` -> their paths.
 
     ``groups``: the environment's task groups, in order (default: those in the results); ``tasks``: what its
     held-out tasks are (BugFix: functions); ``cold_start``: the run's ``cold_start_step`` (figure 15.3 marks the
-    steps SFT -> RL shares with SFT)."""
+    steps SFT -> RL shares with SFT); ``checks``: what its hidden and public checks are called (BugFix: tests)."""
     out = Path(out)
     paths = [fig_dpo(results, out / 'fig15_2_dpo.png'),
-             fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks, cold_start=cold_start)]
+             fig_recipes(results, out / 'fig15_3_recipes.png', tasks=tasks, cold_start=cold_start, checks=checks)]
     if results['15.6']['hacking']:  # no public-filter rounds (an environment with no public check): no figure 15.4
-        paths.append(fig_hacking(results, out / 'fig15_4_hacking.png'))
+        paths.append(fig_hacking(results, out / 'fig15_4_hacking.png', checks=checks))
     if 'beyond' in results:
         paths += fig_beyond(results, out, groups)
     return paths

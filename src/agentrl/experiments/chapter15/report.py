@@ -132,7 +132,7 @@ def render(results: dict, findings: list, seed: int, timing: dict | None = None,
            + (f"Group share raw {shares(by_group(s6['dedup']['share_raw'], groups))}; "
               f"deduplicated {shares(by_group(s6['dedup']['share_deduped'], groups))}." if groups else ''), '']
     if s6['hacking']:
-        md += [cols(['public-filter round', 'kept', 'fail hidden tests', 'share', 'public pass', 'hidden pass', 'chapter'],
+        md += [cols(['public-filter round', 'kept', f'fail hidden {env.check_label}', 'share', 'public pass', 'hidden pass', 'chapter'],
                     [(k, r['kept'], r['hacks'], f"{(r['hacks'] or 0) / max(r['kept'], 1):.0%}", f"{r['public']:.2f}",
                       f"{r['hidden']:.2f}", ', '.join(str(x) for x in c))
                      for k, (r, c) in enumerate(zip(s6['hacking'], CH_HACK + [()] * len(s6['hacking'])))], {6}), '',

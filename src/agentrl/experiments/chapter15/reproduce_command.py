@@ -146,7 +146,8 @@ def write_outputs(run, results: dict, out: Path, seed: int) -> dict:
     from .claims import check_claims
     findings = run.env.bands(run.transcript()) if run.env.bands and not run.pretrained else []
     claims = check_claims(results, run.env)
-    paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label, cold_start=run.cfg.cold_start_step)
+    paths = figures.draw_all(results, out, groups=run.groups, tasks=run.env.task_label,
+                             cold_start=run.cfg.cold_start_step, checks=run.env.check_label)
     report.write(out, results, findings, seed, run.timing, claims=claims, env=run.env)
     return {'findings': findings, 'claims': claims, 'paths': paths}
 

@@ -32,10 +32,12 @@ def recipe_curves(figs: dict) -> tuple:
     return {'15.5': {'curves': curves}}, bands
 
 
-def draw_ci_figure(sweep: dict, path: Path) -> Path:
-    """Figure 15.3 of a sweep: mean curves with 95% CI bands."""
+def draw_ci_figure(sweep: dict, path: Path, tasks: str = 'functions', checks: str = 'tests') -> Path:
+    """Figure 15.3 of a sweep: mean curves with 95% CI bands (``tasks``, ``checks``: the environment's words for its
+    held-out tasks and its hidden check, ``ChapterEnv.task_label`` and ``check_label``)."""
     results, bands = recipe_curves(sweep['figures'])
-    return fig_recipes(results, path, bands=bands, cold_start=(sweep.get('config') or {}).get('cold_start_step'))
+    return fig_recipes(results, path, bands=bands, cold_start=(sweep.get('config') or {}).get('cold_start_step'),
+                       tasks=tasks, checks=checks)
 
 
 VARIANT_COLORS = ('#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f')

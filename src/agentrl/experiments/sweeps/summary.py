@@ -80,6 +80,7 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     write_json(out / 'sweep.json', sweep, sort_keys=False)
     fig = None
     if per_seed:
-        fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png')
-    (out / 'sweep.md').write_text(render(sweep, fig.name if fig else None))
+        fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png', tasks=chapter_env.task_label,
+                             checks=chapter_env.check_label)
+    (out / 'sweep.md').write_text(render(sweep, fig.name if fig else None, checks=chapter_env.check_label))
     return sweep

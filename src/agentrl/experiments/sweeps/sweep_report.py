@@ -18,8 +18,9 @@ def _threads(sweep: dict) -> int:
     return (sweep.get('provenance') or {}).get('worker_torch_threads', 1)
 
 
-def render(sweep: dict, figure: str | None = None) -> str:
-    """The whole of sweep.md from a sweep dict (``sweep.json``)."""
+def render(sweep: dict, figure: str | None = None, checks: str = 'tests') -> str:
+    """The whole of sweep.md from a sweep dict (``sweep.json``); ``checks``: what the environment's hidden and public
+    checks are called (``ChapterEnv.check_label``; BugFix: tests)."""
     S = lambda key, d=2: fmt(_stat(sweep, key), d)  # noqa: E731
     env = sweep.get('env', DEFAULT)
     ch = sweep.get('bands', env == DEFAULT)  # the chapter's own figures: beside a sweep on the environment of its bands
@@ -142,7 +143,7 @@ def render(sweep: dict, figure: str | None = None) -> str:
                  nll_rows), '',
            f"Dedup: {S('15.6/dedup/distinct', 1)} distinct action sequences among {S('15.6/dedup/kept', 1)} kept episodes of RFT "
            f"round 2{P('chapter 21 of 84')}.", '',
-           table(['public-filter round', 'kept', 'fail hidden tests', 'hack share', 'public pass', 'hidden pass'], hack_rows), '']
+           table(['public-filter round', 'kept', f'fail hidden {checks}', 'hack share', 'public pass', 'hidden pass'], hack_rows), '']
     return '\n'.join(md + _runs_md(sweep))
 
 
