@@ -179,7 +179,7 @@ def record_reproduce(args) -> dict:
 def record_sweep(args) -> dict:
     """A finished ``agentrl sweep``: each claim's hold rate over its seeds (``'9/10'``; ``'n/a'`` where it applies to
     no seed) and its failing seeds where there are one to three; how many claims apply and how many hold at every seed
-    they apply to; the seeds' claim figures, and the sweep's wall time and provenance."""
+    they apply to; the seeds' claim figures, the sweep's wall time, each seed's section time and the provenance."""
     sweep = json.loads((Path(args.sweep_dir) / 'sweep.json').read_text())
     rates, fails, figures = {}, {}, {}
     for key, claim in sweep['claims'].items():
@@ -198,13 +198,19 @@ def record_sweep(args) -> dict:
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = round(v['mean'], 4)
+    from agentrl.experiments.sweeps.seeds import seed_dir
+    seed_seconds = {}  # what each seed cost: the sum of its sections' times, also where a resumed run finished it
+    for seed in sweep['seeds']:
+        timing = seed_dir(args.sweep_dir, seed) / 'timing.json'
+        if timing.is_file():
+            seed_seconds[str(seed)] = round(sum(json.loads(timing.read_text()).values()))
     return {'command': args.command or f'agentrl sweep --out {args.sweep_dir}', 'kind': 'agentrl sweep',
             'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
                        'by a seed or two where a claim is near its threshold.',
             'env': sweep['env'], 'seeds': sweep['seeds'], **machine(sweep['provenance']),
             'figures': {'claims': rates, 'fails': fails, 'applicable': sum(r != 'n/a' for r in rates.values()),
                         'every_seed': sum(r != 'n/a' and r.split('/')[0] == r.split('/')[1] for r in rates.values()),
-                        'wall_seconds': round(sweep['wall_seconds']), 'means': means},
+                        'wall_seconds': round(sweep['wall_seconds']), 'seed_seconds': seed_seconds, 'means': means},
             'claim_figures': figures}
 
 
