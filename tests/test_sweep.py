@@ -223,7 +223,9 @@ def test_seed_failing_twice_is_reported_and_resume_skips_done_seeds(local_sweep,
     assert sw['failed_seeds'] == [2] and sw['aggregated_seeds'] == [0, 1]
     before = json.loads((src / 'sweep.json').read_text())
     assert sw['figures'] == before['figures'] and sw['findings'] == before['findings']
-    assert 'failed: 2' in (out / 'sweep.md').read_text()
+    md = (out / 'sweep.md').read_text()
+    assert 'failed: 2' in md
+    assert 's wall for this invocation (seeds 0, 1 finished by an earlier one)' in md  # the wall time is this run's only
 
 
 def test_ray_backend_gives_the_same_seeds(local_sweep, tmp_path):

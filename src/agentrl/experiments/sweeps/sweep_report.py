@@ -18,6 +18,12 @@ def _threads(sweep: dict) -> int:
     return (sweep.get('provenance') or {}).get('worker_torch_threads', 1)
 
 
+def _resumed(sweep: dict) -> str:
+    """What the wall time leaves out: the seeds an earlier invocation had finished (``--resume``)."""
+    done = [s for s, r in (sweep.get('runs') or {}).items() if r.get('status') == 'skipped']
+    return f" for this invocation (seed{'s' * (len(done) > 1)} {', '.join(done)} finished by an earlier one)" if done else ''
+
+
 def render(sweep: dict, figure: str | None = None, checks: str = 'tests') -> str:
     """The whole of sweep.md from a sweep dict (``sweep.json``); ``checks``: what the environment's hidden and public
     checks are called (``ChapterEnv.check_label``; BugFix: tests)."""
@@ -30,7 +36,8 @@ def render(sweep: dict, figure: str | None = None, checks: str = 'tests') -> str
              + (f": {sweep['variant']}" if sweep.get('variant') else ''))
     md = [f'# {title}', '',
           f"Seed shifts {', '.join(map(str, seeds))}; {sweep['budget']} budget; backend {sweep['backend']}, "
-          f"{sweep['workers']} workers, {_threads(sweep)} torch thread(s) each; {sweep['wall_seconds']:.0f} s wall. "
+          f"{sweep['workers']} workers, {_threads(sweep)} torch thread(s) each; {sweep['wall_seconds']:.0f} s wall"
+          + _resumed(sweep) + '. '
           f"**{n} of {len(seeds)} seeds aggregated**" + (f"; failed: {', '.join(map(str, sweep['failed_seeds']))}" if sweep['failed_seeds'] else '') + '.',
           '', f'Each cell: mean ± half-width of the 95% confidence interval over the {n} seeds '
           '(t quantile × sample std / √n)' + (", then the chapter's single-seed figure in parentheses" if ch else '') + '; '
