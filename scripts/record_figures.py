@@ -180,6 +180,7 @@ def record_sweep(args) -> dict:
     """A finished ``agentrl sweep``: each claim's hold rate over its seeds (``'9/10'``; ``'n/a'`` where it applies to
     no seed) and its failing seeds where there are one to three; how many claims apply and how many hold at every seed
     they apply to; the seeds' claim figures, the sweep's wall time, each seed's section time and the provenance."""
+    from agentrl.experiments.sweeps.seeds import seed_dir
     sweep = json.loads((Path(args.sweep_dir) / 'sweep.json').read_text())
     rates, fails, figures = {}, {}, {}
     for key, claim in sweep['claims'].items():
@@ -198,7 +199,6 @@ def record_sweep(args) -> dict:
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = round(v['mean'], 4)
-    from agentrl.experiments.sweeps.seeds import seed_dir
     seed_seconds = {}  # what each seed cost: the sum of its sections' times, also where a resumed run finished it
     for seed in sweep['seeds']:
         timing = seed_dir(args.sweep_dir, seed) / 'timing.json'

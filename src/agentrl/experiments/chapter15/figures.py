@@ -114,7 +114,7 @@ def fig_hacking(results: dict, path: Path, checks: str = 'tests') -> Path:
     for x, r_, h in zip(rounds, real, hacks):
         ax1.text(x, r_ + h, f'{h / max(r_ + h, 1):.0%} hacks', ha='center', va='bottom', fontsize=8)
     ax1.set(title=f'Episodes kept by the filter on the public {checks}', xlabel='round', ylabel='kept episodes', xticks=rounds)
-    ax1.set_ylim(0, 1.3 * max(max(r_ + h for r_, h in zip(real, hacks)), 1))  # headroom: the legend clears the bars' labels
+    ax1.set_ylim(0, 1.3 * max(max(row['kept'] for row in log), 1))  # headroom: the legend clears the bars' labels
     ax1.legend(fontsize=8, loc='upper left')
     ax2.plot(rounds, [row['public'] for row in log], 'o-', color='#ff7f0e', label=f'public {checks} (the filter)')
     ax2.plot(rounds, [row['hidden'] for row in log], 's-', color='#1f77b4', label=f'hidden {checks} (the truth)')
