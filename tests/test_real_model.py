@@ -117,17 +117,21 @@ def test_the_generate_loop_scores_an_episode_by_its_return_and_runs_in_the_polic
         assert t.reward == pytest.approx(sum(t.turn_rewards))
 
 
-def test_bench_on_a_pretrained_model_prints_the_three_comparisons(tiny_folder):
+def test_bench_on_a_pretrained_model_prints_the_four_comparisons(tiny_folder):
     from agentrl.experiments.bench import pretrained_bench
     res = pretrained_bench.run(str(tiny_folder), repeats=1, episodes_per_task=1, sft_steps=1, sft_batch=4,
-                               lora_rank=4, log=lambda line: None)
-    for key in ('engine_vs_generate_loop', 'sft_step_vs_bare', 'bf16_vs_fp32_sft_step', 'bf16_vs_fp32_decode_step'):
+                               lora_rank=4, limit_rows=4, limit_cached=20, limit_chunk=4, log=lambda line: None)
+    for key in ('engine_vs_generate_loop', 'sft_step_vs_bare', 'bf16_vs_fp32_sft_step', 'bf16_vs_fp32_decode_step',
+                'decode_vs_matmuls', 'prefill_vs_matmuls'):
         assert res[key] > 0, key
+    assert set(res['limits']) == {'bf16', 'fp32'} and res['decode_vs_matmuls'] == res['limits'][
+        res['precision'].split()[0]]['decode']['ratio']
     assert res['engine']['episodes'] == res['generate_loop']['episodes'] == 20
     lines = []
     pretrained_bench.render(res, lines.append)
     assert any(line.startswith('engine vs generate loop:') for line in lines)
     assert any(line.startswith('bf16 vs fp32:') for line in lines)
+    assert any(line.startswith('bf16: decode_vs_matmuls') for line in lines)
 
 
 def test_sweep_takes_the_same_policy_and_refuses_one_that_cannot_load(tmp_path, capsys):

@@ -4,6 +4,8 @@
 - ``scoring``: ``sequence_log_probs`` and ``entropy_from_logits``, the recipes' view of any policy's tokens;
 - ``hf``: ``HFPolicy``, any ``transformers`` causal LM as a policy (lockstep decoding, the shared prompt prefix);
 - ``kv_cache``: a key/value cache for ``transformers`` models that grows by doubling;
+- ``llama_sampler``: the lean cached forward of Llama models for sampling (merged adapters, a lockstep cache);
+- ``native``: the decoding kernels of ``decode_kernels.c``, compiled once on this machine (``ctypes``);
 - ``pretrained``: pretrained models offline, by name (``'smollm2'``), a model folder or a ``.gguf`` file;
 - ``lora``: LoRA adapters with ``peft`` (DPO's reference is the adapter switched off);
 - ``precision``: the device and autocast dtype a ``transformers`` policy runs in, chosen or given;

@@ -160,6 +160,11 @@ class HFPolicy(nn.Module):
         self.shared_prefix = SHARED_PREFIX
         """Columns all rows of a batch must share from the start for them to run once (``_hidden``,
         ``prefill_shared``); a larger value than any sequence switches the sharing off."""
+        self.lean_decoding = True
+        """Cached sampling takes the lean path (``llama_sampler``) where the model allows it (``lean_reason``); False
+        keeps ``transformers``' own forward for it."""
+        self._sampler = None
+        """The lean path's sampling weights (``llama_sampler.sampler_weights``), built on first use."""
 
     # --- construction
     @classmethod
@@ -197,7 +202,7 @@ class HFPolicy(nn.Module):
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            new.__dict__[k] = copy.deepcopy(v, memo)
+            new.__dict__[k] = None if k == '_sampler' else copy.deepcopy(v, memo)  # a copy builds its own when it samples
         return new
 
     # --- LoRA (``lora.py``)
@@ -310,19 +315,37 @@ class HFPolicy(nn.Module):
         out = out.masked_scatter(where, logp)  # (B, T-1), 0 off the mask
         return out.cpu(), logits
 
-    def new_cache(self, batch: int, capacity: int = 0) -> HFCache:
-        """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature)."""
+    def lean_reason(self) -> str | None:
+        """Why cached sampling does not take the lean path (``llama_sampler``), or None when it does: switched off
+        (``lean_decoding = False``), or the model is not one it reads (``llama_sampler.lean_reason``)."""
+        if not self.lean_decoding:
+            return 'lean_decoding is off'
+        from .llama_sampler import lean_reason
+        return lean_reason(self.model)
+
+    def new_cache(self, batch: int, capacity: int = 0):
+        """An empty cache for ``batch`` sequences (``capacity`` is accepted for TinyAgent's signature): a
+        ``llama_sampler.LockstepCache`` on the lean path (its sampling weights brought up to date with the model's), else
+        an ``HFCache`` over ``transformers``' own forward."""
+        if self.lean_reason() is None:
+            from .llama_sampler import LockstepCache, sampler_weights
+            return LockstepCache(sampler_weights(self, self.sampling_dtype), batch, self.device)
         from .kv_cache import growing_cache
         return HFCache(growing_cache(), batch, self.device)
 
-    def prefill_shared(self, chunks, cache: HFCache) -> int:
+    @property
+    def sampling_dtype(self) -> torch.dtype:
+        """The dtype of the lean path's products: bfloat16 under bf16 autocast, else float32."""
+        return torch.bfloat16 if self.precision.dtype == 'bf16' else torch.float32
+
+    def prefill_shared(self, chunks, cache) -> int:
         """Feed the tokens that every row's first chunk starts with (a chat template's system message) into the empty
         ``cache`` once, as one row, and give every row a copy of their keys and values -> how many tokens each row
         has been fed (0, and nothing done, when fewer than ``shared_prefix``). Every row keeps at least its last token
         for ``forward_cached``, whose logits are its first call's. The same function of the ids as feeding every row
         (``_hidden`` shares columns the same way); the lockstep rollout calls it before its first ``forward_cached``."""
         B = len(chunks)
-        if B < 2 or cache.mask.shape[1]:
+        if B < 2 or bool(cache.lengths.any()):
             return 0
         most = min(len(c) for c in chunks) - 1  # each row keeps its last token
         L = shared_columns(torch.tensor([c[:most] for c in chunks], dtype=torch.long)) if most > 0 else 0
@@ -330,6 +353,12 @@ class HFPolicy(nn.Module):
             return 0
         dev = self.device
         ids = torch.tensor([chunks[0][:L]], dtype=torch.long, device=dev)  # (1, L)
+        if not isinstance(cache, HFCache):
+            from .llama_sampler import LockstepCache, lean_forward
+            one = LockstepCache(cache.weights, 1, dev)
+            lean_forward(cache.weights, ids, torch.tensor([L], device=dev), one)
+            cache.share(one, L)
+            return L
         with self.precision.autocast():
             self.model.base_model(input_ids=ids, attention_mask=torch.ones_like(ids),
                                   position_ids=torch.arange(L, device=dev)[None], use_cache=True,
@@ -340,21 +369,27 @@ class HFPolicy(nn.Module):
         cache.lengths = torch.full((B,), L, dtype=torch.long, device=dev)
         return L
 
-    def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache: HFCache) -> torch.Tensor:
+    def forward_cached(self, ids: torch.Tensor, n_new: torch.Tensor, cache) -> torch.Tensor:
         """Feed a chunk through the cache -> logits (B, V) in float32 on the CPU at each row's last new token.
 
-        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding: its slots are
-        masked out and never attended to). A row with ``n_new[b] == 0`` is left as it was; its
-        logits are 0, and the output layer runs for the other rows only."""
+        ids (B, C): row b's new tokens are ``ids[b, :n_new[b]]`` (the rest is padding: never attended to). A row with
+        ``n_new[b] == 0`` is left as it was; its logits are 0, and the output layer runs for the other rows only."""
         B, C = ids.shape
         dev = self.device
         ids, n_new = ids.to(dev), n_new.to(dev)
+        if bool(((cache.lengths + n_new) > self.max_positions).any()):
+            raise ValueError(f'a sequence grew past the model\'s {self.max_positions} positions')
+        if not isinstance(cache, HFCache):  # the lean path (llama_sampler), with the weights the cache was made for
+            from .llama_sampler import lean_forward, lean_logits
+            hidden, fed = lean_forward(cache.weights, ids, n_new, cache)  # (m, d), (m,)
+            out = lean_logits(cache.weights, hidden)  # (m, V)
+            if len(fed) < B:
+                out = torch.zeros(B, self.vocab_size, device=dev).index_copy_(0, fed, out)  # (B, V)
+            return out.cpu()
+        logits = torch.zeros(B, self.vocab_size, device=dev)  # (B, V)
         cols = torch.arange(C, device=dev)
         valid = cols[None, :] < n_new[:, None]  # (B, C) real new tokens
-        positions = cache.lengths[:, None] + cols[None, :]  # (B, C) each token's position in its own row
-        if bool((positions[valid] >= self.max_positions).any()):
-            raise ValueError(f'a sequence grew past the model\'s {self.max_positions} positions')
-        positions = positions.clamp(max=self.max_positions - 1)  # padding slots: any valid position
+        positions = (cache.lengths[:, None] + cols[None, :]).clamp(max=self.max_positions - 1)  # (B, C); padding: any
         mask = torch.cat([cache.mask, valid.long()], dim=1)  # (B, S + C) over the cache's slots
         ids = ids.masked_fill(~valid, 0)
         with self.precision.autocast():
@@ -362,7 +397,6 @@ class HFPolicy(nn.Module):
                                         **{self._cache_kw: cache.kv})
         h = out[0]  # (B, C, d) last hidden states
         rows = (n_new > 0).nonzero().squeeze(1)  # (m,) rows that were fed
-        logits = torch.zeros(B, self.vocab_size, device=dev)  # (B, V)
         logits[rows] = self._head(h[rows, n_new[rows] - 1])  # (m, V): each fed row's last new token
         cache.mask, cache.lengths = mask, cache.lengths + n_new
         return logits.cpu()

