@@ -202,7 +202,7 @@ def test_online_dpo_smoke(trained_model, train_tasks, tok):
         assert {'step', 'round', 'pairs', 'sample_pass', 'invalid', 'd_chosen', 'd_rejected', 'loss', 'train'} <= set(row)
         assert all_finite(row)
     assert any(r['pairs'] > 0 for r in log)
-    with pytest.raises(ValueError, match="'sigmoid', 'ipo', 'hinge'"):
+    with pytest.raises(ValueError, match="'sigmoid', 'ipo', 'ipo_sum', 'hinge'"):
         train_online_dpo(policy, train_tasks[:2], tok, steps=1, loss='kto')
 
 

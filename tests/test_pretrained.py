@@ -250,3 +250,37 @@ def test_smollm2_from_its_wheel_renders_the_gyms_through_its_own_template():
         assert all(f'<|im_start|>assistant\n{c}<|im_end|>' in text for c in calls)
     with torch.no_grad():
         assert torch.isfinite(policy(demo.ids[None])).all()
+
+
+def test_the_output_layer_runs_in_float32_on_the_bf16_body(tiny_folder):
+    policy = load_pretrained(tiny_folder, dtype='bf16', device='cpu', lora_rank=4)
+    assert policy.model.get_output_embeddings().weight.dtype == torch.float32  # kept so: no conversion at each call
+    ids = torch.randint(policy.vocab_size, (2, 30))
+    with torch.no_grad():
+        logits = policy(ids)
+    # a bfloat16 product would leave every logit on bfloat16's grid (8 bits of mantissa); float32 logits are not
+    on_grid = (logits == logits.bfloat16().float()).float().mean().item()
+    assert logits.dtype == torch.float32 and on_grid < 0.2, on_grid
+
+
+def test_a_policy_keeps_the_mode_its_user_set_and_rollouts_restore_it(tok, train_tasks):
+    """GPT-2 with dropout 0.1: in eval mode the behaviour log-probs a rollout records are the update's at its first
+    step (ratio 1), and the rollout leaves the mode as it found it, in either mode."""
+    from agentrl.policies.hf import HFPolicy, hf_config, word_tokenizer
+    cfg = hf_config('gpt2', tok.vocab_size, 48, 2, 4, bos_id=tok.bos_id, eos_id=tok.stop_id, pad_id=tok.pad_id)
+    cfg.resid_pdrop = cfg.embd_pdrop = cfg.attn_pdrop = 0.1
+    torch.manual_seed(0)
+    policy = HFPolicy.from_config(cfg, word_tokenizer(tok))
+    assert policy.training == policy.model.training  # the wrapper's mode is the model's
+    policy.eval()
+    trajs = arl.rollout_batch(policy, [arl.BugFixEnv() for _ in train_tasks[:4]], train_tasks[:4], tok,
+                              generator=torch.Generator().manual_seed(0))
+    assert not policy.training and not policy.model.training and not any(m.training for m in policy.modules())
+    from agentrl.recipes.grpo import token_logp_entropy
+    batch = arl.collate(trajs, tok.pad_id)
+    logp, _ = token_logp_entropy(policy, batch['ids'], lengths=batch['lengths'])  # what the update's first pass takes
+    mask = batch['action_mask'].bool()
+    assert (logp - batch['logprobs'])[mask].abs().max().item() < 1e-6
+    policy.train()
+    arl.rollout_batch(policy, [arl.BugFixEnv()], train_tasks[:1], tok, generator=torch.Generator().manual_seed(0))
+    assert policy.training and all(m.training for m in policy.modules())

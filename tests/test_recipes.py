@@ -12,7 +12,7 @@ from agentrl.rollouts.engine import rollout_groups
 
 import agentrl as arl
 from agentrl.recipes import reinforce as reinforce_module
-from agentrl.recipes.dpo import episode_logp, preference_loss
+from agentrl.recipes.dpo import action_tokens, episode_logp, preference_loss
 from agentrl.recipes.grpo import GRPOConfig, group_advantages, grpo_loss
 from agentrl.recipes.rft_baseline import group_baseline_weights, weighted_sft_loss
 from agentrl.recipes.star import mask_forced_tokens
@@ -88,7 +88,7 @@ def test_rft_with_group_baseline_trains_only_policy_tokens(model, mixed, tok):
     assert_only_policy_positions(g.seen, mixed[:40])
 
 
-@pytest.mark.parametrize('loss', ['sigmoid', 'ipo', 'hinge'])
+@pytest.mark.parametrize('loss', ['sigmoid', 'ipo', 'ipo_sum', 'hinge'])
 @pytest.mark.parametrize('nll_weight', [0.0, 1.0])
 def test_dpo_trains_only_policy_tokens(model, train_oracle_demos, blind_trajs, tok, loss, nll_weight):
     m, ref = copy.deepcopy(model), copy.deepcopy(model)
@@ -97,7 +97,8 @@ def test_dpo_trains_only_policy_tokens(model, train_oracle_demos, blind_trajs, t
     with torch.no_grad():
         ref_c, ref_r = episode_logp(ref, b_c), episode_logp(ref, b_r)
     with LogitGrads(m) as g:
-        total = preference_loss(episode_logp(m, b_c), episode_logp(m, b_r), ref_c, ref_r, beta=0.5, loss=loss)
+        total = preference_loss(episode_logp(m, b_c), episode_logp(m, b_r), ref_c, ref_r, beta=0.5, loss=loss,
+                                chosen_tokens=action_tokens(b_c), rejected_tokens=action_tokens(b_r))
         if nll_weight:
             total = total + nll_weight * arl.sft_loss(m, b_c)
         total.backward()
@@ -115,10 +116,11 @@ def test_reinforce_step_trains_only_policy_tokens(trained_model, train_tasks, to
     assert_only_policy_positions(seen, sampled)
 
 
-@pytest.mark.parametrize('temperature, bonus', [(1.0, 0.0), (2.5, 0.3)])
+@pytest.mark.parametrize('temperature, bonus', [(1.0, 0.0), (2.5, 0.0), (2.5, 0.3)])
 def test_reinforce_remedies_of_15_6(trained_model, train_tasks, tok, monkeypatch, temperature, bonus):
-    """A hotter rollout samples at that temperature; the entropy bonus subtracts bonus x the mean action-token entropy:
-    one SGD step moves the weights by exactly the gradient of  -A logp (token mean) - bonus * entropy (token mean)."""
+    """A hotter rollout samples at that temperature and scores there (the tempered policy's gradient); the entropy
+    bonus subtracts bonus x the mean action-token entropy: one SGD step moves the weights by exactly the gradient of
+    -A log softmax(logits / T) (token mean) - bonus * entropy of softmax(logits / T) (token mean)."""
     before, m = copy.deepcopy(trained_model), copy.deepcopy(trained_model)
     sampled, temps = [], []
 
@@ -135,8 +137,8 @@ def test_reinforce_remedies_of_15_6(trained_model, train_tasks, tok, monkeypatch
     b = arl.collate(sampled, tok.pad_id)
     rewards = b['rewards'].view(4, 4)
     adv, mask = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1), b['action_mask']
-    logits = before(b['ids'])[:, :-1]
-    logp = arl.sequence_log_probs(before, b['ids'])
+    logits = before(b['ids'])[:, :-1] / temperature  # [B, T-1, V]
+    logp = torch.log_softmax(logits, -1).gather(-1, b['ids'][:, 1:, None]).squeeze(-1)  # [B, T-1]
     loss = -(adv * logp * mask).sum() / mask.sum() - bonus * (arl.entropy_from_logits(logits) * mask).sum() / mask.sum()
     grads = torch.autograd.grad(loss, list(before.parameters()))
     for p_new, p_old, g in zip(m.parameters(), before.parameters(), grads):
@@ -218,6 +220,24 @@ def test_recipes_smoke(trained_model, train_tasks, heldout_tasks, train_oracle_d
 def test_expert_iteration_rejects_bad_rounds(trained_model, train_tasks, tok):
     with pytest.raises(ValueError, match='rounds'):
         arl.expert_iteration(trained_model, train_tasks, tok, rounds=0)
+
+
+def test_ipo_regresses_the_per_token_margin_as_its_authors_define_it():
+    """IPO (Azar et al. 2023; TRL's loss_type='ipo'): each episode's log-ratio averaged over its action tokens, the
+    margin regressed to 1 / (2 beta). Worked by hand: ratios chosen (1, 1) over 4 and 2 tokens, rejected (-2, -1)
+    over 5 and 3: margins 0.25 + 0.4 = 0.65 and 0.5 + 1/3; beta 0.5 puts the target at 1."""
+    pc, pr = torch.tensor([-10., -4.]), torch.tensor([-12., -9.])
+    rc, rr = torch.tensor([-11., -5.]), torch.tensor([-10., -8.])
+    nc, nr = torch.tensor([4., 2.]), torch.tensor([5., 3.])
+    expected = ((0.65 - 1) ** 2 + (0.5 + 1 / 3 - 1) ** 2) / 2  # 0.0751389
+    assert preference_loss(pc, pr, rc, rr, beta=0.5, loss='ipo', chosen_tokens=nc, rejected_tokens=nr).item() == \
+        pytest.approx(expected, abs=1e-6)
+    # the summed form, by its own name: margins 1 + 2 = 3 and 1 + 1 = 2
+    assert preference_loss(pc, pr, rc, rr, beta=0.5, loss='ipo_sum').item() == pytest.approx(((3 - 1) ** 2 + 1) / 2)
+    with pytest.raises(ValueError, match="loss='ipo_sum'"):  # IPO without the counts says what it needs
+        preference_loss(pc, pr, rc, rr, beta=0.5, loss='ipo')
+    with pytest.raises(ValueError, match='positive counts'):
+        preference_loss(pc, pr, rc, rr, beta=0.5, loss='ipo', chosen_tokens=torch.tensor([4., 0.]), rejected_tokens=nr)
 
 
 def test_preference_loss_rejects_unknown_loss():

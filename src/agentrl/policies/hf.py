@@ -149,6 +149,8 @@ class HFPolicy(nn.Module):
         from .precision import Precision, resolve
         self.precision = precision if isinstance(precision, Precision) else resolve(*(precision or ('fp32', 'cpu')))
         self.model = model.to(self.precision.device)
+        self.train(model.training)  # the policy's mode is the model's (a loaded model is in eval mode: no dropout);
+        # train() / eval() on the policy set both, and a rollout restores exactly the mode it found
         self.tokenizer = tokenizer
         self.source = source
         self.lora = None
@@ -273,9 +275,12 @@ class HFPolicy(nn.Module):
             return torch.cat([first[0].expand(B, -1, -1), rest], dim=1)  # (B, T, d)
 
     def _head(self, h):
-        """hidden states (..., d) -> logits (..., V) in float32."""
-        with self.precision.autocast():
-            return self.model.get_output_embeddings()(h).float()
+        """hidden states (..., d) -> logits (..., V) in float32: the output layer runs in float32 on the hidden states
+        the body computed (in bfloat16 under bf16 autocast), so a logit of 20 carries no bfloat16 rounding (0.06-0.125
+        at that size) into the log-probs a loss sums. Lockstep sampling's logits on the lean path are the sampler's own
+        (``llama_sampler.lean_logits``, in the sampling precision)."""
+        head = self.model.get_output_embeddings()
+        return F.linear(h.float(), head.weight.float(), None if head.bias is None else head.bias.float())
 
     def forward(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
         """ids (B, T) -> logits (B, T, V) in float32 on the CPU: one plain forward, every position computed.
@@ -302,13 +307,16 @@ class HFPolicy(nn.Module):
         (the same operations on the same hidden states)."""
         return self.masked_log_probs_and_logits(ids, mask, lengths)[0]
 
-    def masked_log_probs_and_logits(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None) -> tuple:
-        """``masked_log_probs`` and the logits it took them from (``masked_logits``'s) -> ((B, T-1) on the CPU,
-        (n, V) on the policy's device): what ``sequence_log_probs`` computes given a ``mask``, and the logits a
-        monitor reads (the action tokens' entropy)."""
+    def masked_log_probs_and_logits(self, ids: torch.Tensor, mask: torch.Tensor, lengths=None,
+                                    temperature: float = 1.0) -> tuple:
+        """``masked_log_probs`` and the logits it took them from (``masked_logits``'s, divided by ``temperature``) ->
+        ((B, T-1) on the CPU, (n, V) on the policy's device): what ``sequence_log_probs`` computes given a ``mask``,
+        and the logits a monitor reads (the action tokens' entropy)."""
         B, T = ids.shape
         where = (mask != 0).to(self.device)  # (B, T-1)
         logits = self.masked_logits(ids, mask, lengths)  # (n, V) at the masked positions only
+        if temperature != 1:
+            logits = logits / temperature
         targets = ids[:, 1:].to(self.device)[where]  # (n,)
         logp = -F.cross_entropy(logits, targets, reduction='none')  # (n,)
         out = torch.zeros(B, T - 1, device=self.device, dtype=logp.dtype)

@@ -172,8 +172,8 @@ a batch of 40 rows, where the plain matrix products take a fraction of it (``doc
 def _read(path: Path, precision, name: str, frozen: bool):
     """The model folder at ``path``, every weight frozen. ``frozen`` (no weight will ever train, only adapters on top)
     under bf16 autocast: the linear layers' weights are kept in bfloat16, the values autocast would round them to at
-    every call (the same logits, without converting 135 M weights at each forward); the embeddings, norms and a head
-    tied to the embeddings stay in float32, as autocast uses them."""
+    every call (the same function, without converting 135 M weights at each forward); the embeddings, the norms and the
+    output layer stay in float32 (the output layer runs in float32: ``HFPolicy._head``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -188,8 +188,8 @@ def _read(path: Path, precision, name: str, frozen: bool):
         hf_logging.enable_progress_bar()
     model.eval().requires_grad_(False)
     if frozen and precision.dtype == 'bf16':
-        embedding = model.get_input_embeddings().weight
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear) and module.weight is not embedding:
+        keep = (model.get_input_embeddings().weight, model.get_output_embeddings().weight)  # float32: the residual
+        for module in model.modules():  # stream starts from the one, the logits come from the other (HFPolicy._head)
+            if isinstance(module, torch.nn.Linear) and not any(module.weight is w for w in keep):
                 module.weight.data = module.weight.data.to(torch.bfloat16)
     return HFPolicy(model, tokenizer, precision, source=name)

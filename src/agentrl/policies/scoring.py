@@ -21,13 +21,20 @@ def sequence_log_probs(model: nn.Module, ids: torch.Tensor, lengths=None, mask=N
     return log_probs_and_logits(model, ids, lengths, mask)[0]
 
 
-def log_probs_and_logits(model: nn.Module, ids: torch.Tensor, lengths=None, mask=None) -> tuple:
+def log_probs_and_logits(model: nn.Module, ids: torch.Tensor, lengths=None, mask=None, temperature: float = 1.0) -> tuple:
     """``sequence_log_probs`` and the logits it took them from -> (logp (B, T-1), logits): (B, T-1, V), or (n, V)
     at the ``mask``'s positions (row-major) from a policy that computes only those. A monitor reads the logits a
-    loss's log-probs came from (``recipes.monitors.action_entropy_of``) with no second forward pass."""
+    loss's log-probs came from (``recipes.monitors.action_entropy_of``) with no second forward pass.
+
+    ``temperature``: the log-probs (and logits) of softmax(logits / temperature), the distribution a rollout at that
+    temperature samples from (the policy-gradient recipes score their episodes there)."""
     if mask is not None and hasattr(model, 'masked_log_probs_and_logits'):
+        if temperature != 1:
+            return model.masked_log_probs_and_logits(ids, mask, lengths, temperature=temperature)
         return model.masked_log_probs_and_logits(ids, mask, lengths)
     logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1]  # (B, T-1, V)
+    if temperature != 1:
+        logits = logits / temperature
     B, T1, V = logits.shape
     return -F.cross_entropy(logits.reshape(B * T1, V), ids[:, 1:].reshape(B * T1), reduction='none').view(B, T1), logits
 

@@ -2,7 +2,8 @@
 
 An episode's log-likelihood ratio between the policy and a reference cancels every environment
 term (both face the same environment), so each ratio is a sum over *action tokens only*:
-``episode_logp`` masks exactly as ``sft_loss`` does. ``dpo_loss`` takes those summed log-probs.
+``episode_logp`` masks exactly as ``sft_loss`` does. ``dpo_loss`` takes those summed log-probs; IPO takes each
+episode's mean over its action tokens (``action_tokens`` counts them), as its authors and TRL define it.
 """
 from __future__ import annotations
 
@@ -21,13 +22,19 @@ from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
 
-LOSSES = ('sigmoid', 'ipo', 'hinge')
+LOSSES = ('sigmoid', 'ipo', 'ipo_sum', 'hinge')
+"""``preference_loss``'s losses (``'ipo_sum'``: IPO on summed log-ratios, kept by that name only)."""
 
 
 def episode_logp(model, batch) -> torch.Tensor:
     """Summed log-prob of each episode's action tokens: batch from collate -> [B] (section 15.4)."""
     mask = batch['action_mask']  # [B, T-1]
     return (sequence_log_probs(model, batch['ids'], batch.get('lengths'), mask=mask) * mask).sum(-1)  # [B]
+
+
+def action_tokens(batch) -> torch.Tensor:
+    """Each episode's number of action tokens: batch from collate -> [B] (what IPO averages over)."""
+    return batch['action_mask'].sum(-1).float()  # [B]
 
 
 def _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta):
@@ -53,19 +60,38 @@ def dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected,
     return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
 
 
-def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta=0.1, loss='sigmoid'):
-    """A pairwise preference loss on log-ratio margins: ``'sigmoid'`` (DPO), ``'ipo'`` or ``'hinge'`` -> scalar.
+def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta=0.1, loss='sigmoid',
+                    chosen_tokens=None, rejected_tokens=None):
+    """A pairwise preference loss on log-ratio margins -> scalar. Each log-prob is an episode's sum over its action
+    tokens ([B], ``episode_logp``); with ``m = (policy_c - ref_c) - (policy_r - ref_r)``:
 
-    IPO regresses the margin to ``1 / (2 beta)`` (Azar et al. 2023); hinge is ``relu(1 - beta * margin)``
-    (SLiC, Zhao et al. 2023).
+    - ``'sigmoid'``: DPO, ``-log sigmoid(beta m)`` (Rafailov et al. 2023);
+    - ``'ipo'``: IPO, ``(m' - 1 / (2 beta))^2`` where ``m'`` takes each episode's log-ratio as a mean over its action
+      tokens, ``(policy_c - ref_c) / chosen_tokens - (policy_r - ref_r) / rejected_tokens`` (Azar et al. 2023; TRL's
+      ``loss_type='ipo'``), so a beta from the paper means the same here and a long episode pulls no harder; the
+      counts are each episode's action tokens (``action_tokens``);
+    - ``'ipo_sum'``: the same regression on the summed margin ``m`` (not the paper's: named so it is not mistaken);
+    - ``'hinge'``: ``relu(1 - beta m)`` (SLiC, Zhao et al. 2023).
     """
     if loss not in LOSSES:
         raise ValueError(f'unknown loss {loss!r}; valid losses are {list(LOSSES)}')
     _check_pairs(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
     if loss == 'sigmoid':
         return dpo_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_rejected, beta)
-    margin = (policy_logp_chosen - ref_chosen.detach()) - (policy_logp_rejected - ref_rejected.detach())  # [B]
+    chosen_ratio = policy_logp_chosen - ref_chosen.detach()  # [B]
+    rejected_ratio = policy_logp_rejected - ref_rejected.detach()  # [B]
     if loss == 'ipo':
+        if chosen_tokens is None or rejected_tokens is None:
+            raise ValueError("loss='ipo' averages each episode's log-ratio over its action tokens (Azar et al. 2023): "
+                             "pass chosen_tokens and rejected_tokens (action_tokens(batch)), or use loss='ipo_sum'")
+        counts = [torch.as_tensor(c, dtype=chosen_ratio.dtype) for c in (chosen_tokens, rejected_tokens)]
+        if any(c.shape != chosen_ratio.shape or bool((c <= 0).any()) for c in counts):
+            raise ValueError(f'chosen_tokens and rejected_tokens must be positive counts, one per pair '
+                             f'[{len(chosen_ratio)}], got shapes {[list(c.shape) for c in counts]}')
+        margin = chosen_ratio / counts[0] - rejected_ratio / counts[1]  # [B]
+        return ((margin - 1 / (2 * beta)) ** 2).mean()
+    margin = chosen_ratio - rejected_ratio  # [B]
+    if loss == 'ipo_sum':
         return ((margin - 1 / (2 * beta)) ** 2).mean()
     return F.relu(1 - beta * margin).mean()
 
@@ -81,7 +107,7 @@ def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, l
     rep = as_reporter(loggers)
     started = rep.clock()
     pc, pr = episode_logp(policy, chosen_b), episode_logp(policy, rejected_b)  # [P], [P]
-    total = preference_loss(pc, pr, ref_c, ref_r, beta, loss)
+    total = preference_loss(pc, pr, ref_c, ref_r, beta, loss, action_tokens(chosen_b), action_tokens(rejected_b))
     if nll_weight:
         total = total + nll_weight * sft_loss(policy, chosen_b)
     opt.zero_grad()

@@ -17,15 +17,16 @@ from .diagnostics import informative_fraction, is_read
 from .outcomes import DEFAULT_THRESHOLD, mean_return, success_rate
 
 
-def logp_and_entropy(model, batch, rep):
+def logp_and_entropy(model, batch, rep, temperature: float = 1.0):
     """The log-probs a loss reads off a collate batch, and the mean action-token entropy of the same logits taken
     when ``rep`` listens -> (logp [B, T-1], float or None).
 
     The log-probs are ``sequence_log_probs(model, ids, lengths, mask=action_mask)``'s, by the same function
-    (``log_probs_and_logits``); the entropy is read off its detached logits (``rep.measure``), so a run without a
-    logger computes the loss alone and a run with one adds no forward pass."""
+    (``log_probs_and_logits``), at ``temperature``; the entropy is read off its detached logits (``rep.measure``), so
+    a run without a logger computes the loss alone and a run with one adds no forward pass."""
     mask = batch['action_mask']  # [B, T-1]
-    logp, logits = log_probs_and_logits(model, batch['ids'], batch.get('lengths'), mask)  # [B, T-1], [.., V]
+    logp, logits = log_probs_and_logits(model, batch['ids'], batch.get('lengths'), mask,
+                                        temperature)  # [B, T-1], [.., V]
     return logp, rep.measure(lambda: action_entropy_of(logits, mask))
 
 

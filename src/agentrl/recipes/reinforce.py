@@ -6,9 +6,14 @@ by that advantage. A group whose episodes all pass or all fail has zero advantag
 teaches nothing, which is why section 15.6 measures the fraction of informative groups.
 
 Section 15.6 lists what helps when SFT has left the policy nearly deterministic: (b) a hotter
-rollout (``temperature``: the episodes are sampled at it, while the update still follows the
-policy's own log-probs, so only the behaviour changes), and (c) an entropy bonus
-(``entropy_bonus``: its weight times the mean action-token entropy is subtracted from the loss).
+rollout (``temperature``), and (c) an entropy bonus (``entropy_bonus``: its weight times the mean action-token
+entropy is subtracted from the loss).
+
+**Temperature.** Episodes sampled at ``T`` are drawn from the tempered policy ``pi_T = softmax(logits / T)``, and
+every log-prob of the update is taken there too: the step is an unbiased estimate of the policy gradient of
+``pi_T``'s expected return, which moves the same weights as ``pi``'s (the gradient flows through ``logits / T``).
+The clipped trainer (``recipes.grpo``) and TRL (``integrations.trl``, whose trainer scores at its sampling
+temperature) do the same, so the three estimate one thing; at ``T = 1`` it is the chapter's REINFORCE.
 """
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
-    per episode); ``entropy_bonus`` > 0 subtracts that weight times the mean action-token entropy from the
+    per episode) and scored at it (the module docstring says what the step then estimates); ``entropy_bonus`` > 0 subtracts that weight times the mean action-token entropy from the
     loss (section 15.6, remedies b and c). ``credit='episode'`` (the chapter's estimator) weights every action
     token by its episode's return minus the group mean; ``credit='turn'`` by its turn's reward-to-go
     (discounted by ``gamma``) minus the group's leave-one-out baseline of it (``recipes.credit``).
@@ -69,10 +74,12 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     mask = b['action_mask']  # [B, T-1]
     if entropy_bonus:
         logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
+        if temperature != 1:
+            logits = logits / temperature  # the distribution the episodes were drawn from (see the module docstring)
         logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
         entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
     else:
-        logp, entropy = logp_and_entropy(model, b, rep)  # [B, T-1], float or None
+        logp, entropy = logp_and_entropy(model, b, rep, temperature)  # [B, T-1], float or None
     pg_loss = -(advantages * logp * mask).sum() / mask.sum()
     if entropy_bonus:
         pg_loss = pg_loss - entropy_bonus * entropy

@@ -88,8 +88,8 @@ class Ch15Config:
     rl_group: int = 8
     """Episodes per task per REINFORCE step: the group whose mean is the baseline (15.5)."""
     rl_temperature: float = 1.0
-    """Sampling temperature of REINFORCE's rollouts (remedy (b) of 15.6). The update still uses the policy's own
-    log-probs: only the behaviour that is sampled changes."""
+    """Sampling temperature of REINFORCE's rollouts (remedy (b) of 15.6). The update scores the episodes at the same
+    temperature: it follows the policy gradient of the tempered policy they were drawn from (``recipes.reinforce``)."""
     rl_entropy_bonus: float = 0.0
     """Weight of the action-token entropy subtracted from REINFORCE's loss (remedy (c) of 15.6)."""
     dpo_lr: float = 1e-3
