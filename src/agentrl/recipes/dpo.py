@@ -18,6 +18,7 @@ from ..loggers.protocol import as_reporter, merge_eval
 from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
+from .loop import RecipeLoop
 from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
@@ -145,7 +146,8 @@ def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
 
 @small_model_threads
 def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
-              every=25, evaluate=None, monitor=None, loggers=None, batch_size=None, seed=0):
+              every=25, evaluate=None, monitor=None, loggers=None, batch_size=None, seed=0, checkpoint=None,
+              progress=None):
     """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).
 
     ``batch_size``: None (default) trains on every pair at every step, as the chapter does; a number draws that many
@@ -163,7 +165,8 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     ``loggers`` (``agentrl.loggers``) get that dashboard at every step (``loss``, ``grad_norm``, ``d_chosen``,
     ``d_rejected``, TRL's ``rewards/margins`` and ``rewards/accuracies`` ...), and ``evaluate``'s figures under
     ``eval/`` every ``every`` steps: pass an ``evaluate`` that counts invalid calls to watch them beside it
-    (section 15.6). An ``evaluate`` key that is one of the row's own raises ValueError.
+    (section 15.6). An ``evaluate`` key that is one of the row's own raises ValueError. ``checkpoint`` and
+    ``progress``: ``recipes.loop``.
     """
     pairs = list(pairs)
     if not pairs:
@@ -185,7 +188,10 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     rep = as_reporter(loggers)
     gen = torch.Generator().manual_seed(seed) if batch_size is not None else None
     log = []
-    for step in range(1, steps + 1):
+    loop = RecipeLoop('train_dpo', steps, policy, opt, streams={'batches': gen} if gen is not None else None,
+                      outputs={'log': log, **({'monitor': monitor} if monitor is not None else {})},
+                      checkpoint=checkpoint, progress=progress)
+    for step in loop.steps():
         chosen, rejected, c_ref, r_ref = chosen_b, rejected_b, ref_c, ref_r
         if gen is not None:
             idx = torch.randint(len(pairs), (batch_size,), generator=gen)  # [b]

@@ -30,6 +30,7 @@ from ..rendering.trajectory import collate
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
+from .loop import RecipeLoop
 from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics
 
 
@@ -94,7 +95,8 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
 
 @small_model_threads
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
-             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None):
+             temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None,
+             checkpoint=None, progress=None):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
@@ -105,7 +107,8 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     ``loggers`` (``agentrl.loggers``) get every step's ``loss``, ``grad_norm``, ``entropy`` and what its sample
     shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``informative``, ``invalid_calls``,
     ``reads_first`` ...), on the step axis ``start + step``, and each evaluation under ``eval/`` (a tuple's
-    entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names).
+    entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names). ``checkpoint`` and ``progress``:
+    ``recipes.loop`` (a resumed run skips the evaluation before its first step: its history holds it).
     """
     _check(n_tasks, group, temperature, entropy_bonus, lr)
     check_credit(credit, gamma)
@@ -114,8 +117,12 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
-    history = first_evaluation(model, evaluate, start, rep)
-    for step in range(1, steps + 1):
+    history = []
+    loop = RecipeLoop('train_rl', steps, model, opt, streams={'tasks': rng, 'rollouts': gen},
+                      outputs={'history': history}, checkpoint=checkpoint, progress=progress)
+    if not loop.resumed:
+        history += first_evaluation(model, evaluate, start, rep)
+    for step in loop.steps():
         reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
                        rep, start + step)
         if evaluate is not None and step % every == 0:

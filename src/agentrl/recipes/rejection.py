@@ -74,7 +74,8 @@ def _hacks(kept):
 @small_model_threads
 def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample_seed=100, sft_seed=0,
                      reward='hidden', dedup=False, per_task_cap=None, lr=3e-3, batch_size=32, evaluate=None,
-                     temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None):
+                     temperature=1.0, env=DEFAULT_ENV, threshold=DEFAULT_THRESHOLD, loggers=None, checkpoint=None,
+                     progress=None):
     """Rounds of sample -> filter -> SFT from the current model, in place -> one dict per round (section 15.3).
 
     Round k samples ``n_samples`` episodes per task with seed ``sample_seed + k``, keeps the
@@ -90,7 +91,8 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
     ``loggers`` (``agentrl.loggers``) get, each round, what its sample shows (``reward``, ``informative``,
     ``invalid_calls``, ``reads_first`` ...) and what the filter kept (``filter/kept``, ``filter/kept_distinct``,
     ``filter/hacks``: the gap to the hidden check), then every SFT step's ``loss``, ``grad_norm``, ``entropy``,
-    and ``evaluate``'s figures under ``eval/`` (the step axis: ``recipes.rounds``).
+    and ``evaluate``'s figures under ``eval/`` (the step axis: ``recipes.rounds``). ``checkpoint`` and ``progress``:
+    ``recipes.loop``, a round a step.
     """
     threshold = check_threshold(threshold)
     rep = as_reporter(loggers)
@@ -115,4 +117,4 @@ def expert_iteration(model, tasks, tok, rounds=4, n_samples=16, steps=15, sample
         return row, lambda: sft_train(model, kept, tok, steps=steps, lr=lr, batch_size=batch_size, seed=sft_seed + k,
                                       loggers=rep.shifted(k * steps))
 
-    return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'expert_iteration')
+    return run_rounds(model, rounds, one_round, evaluate, rep, steps, 'expert_iteration', checkpoint, progress)

@@ -14,6 +14,7 @@ The logged records (``loggers=``) share one step axis, the SFT steps: round k's 
 from __future__ import annotations
 
 from ..loggers.protocol import Reporter, merge_eval
+from .loop import RecipeLoop
 
 
 def check_rounds(rounds) -> int:
@@ -23,15 +24,18 @@ def check_rounds(rounds) -> int:
 
 
 def run_rounds(model, rounds: int, one_round, evaluate=None, rep: Reporter | None = None, steps: int = 0,
-               recipe: str = 'a round') -> list:
+               recipe: str = 'a round', checkpoint=None, progress=None) -> list:
     """``rounds`` rounds of ``one_round(k) -> (row, train)`` -> one dict per round.
 
     ``row`` is the round's dict; ``train`` a callable that trains the model on what the round chose, or None
     when it chose nothing (the recipe has already warned). ``evaluate(model)`` (a dict) is merged into the row
     after the round's training (ValueError if one of its keys is the row's own), and reported to ``rep`` under
-    ``eval/`` at step ``(k + 1) * steps``."""
+    ``eval/`` at step ``(k + 1) * steps``. ``checkpoint`` saves the model and the rows at round boundaries (a round is
+    a step of ``recipes.loop``: each round's SFT makes its own optimizer, and its seeds come from ``k``)."""
     history = []
-    for k in range(check_rounds(rounds)):
+    loop = RecipeLoop(recipe, check_rounds(rounds), model, outputs={'history': history}, checkpoint=checkpoint,
+                      progress=progress)
+    for k in (step - 1 for step in loop.steps()):  # rounds from 0
         row, train = one_round(k)
         if train is not None:
             train()

@@ -14,6 +14,7 @@ from ..loggers.protocol import as_reporter
 from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
+from .loop import RecipeLoop
 from .monitors import batch_tokens, grad_norm, logp_and_entropy
 
 
@@ -29,7 +30,8 @@ def masked_nll(logp, mask) -> torch.Tensor:
 
 
 @small_model_threads
-def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10, loggers=None):
+def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10, loggers=None,
+              checkpoint=None, progress=None):
     """Minibatch SFT on trajectories with sft_loss; hook(step) runs every `every` steps -> list of losses (section 15.2).
 
     Each step samples ``batch_size`` trajectories with replacement (seeded by ``seed``), takes one
@@ -37,6 +39,9 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     evaluate or snapshot the model without restarting the optimizer. ``loggers`` (a logger or a list,
     ``agentrl.loggers``) get ``loss``, ``grad_norm``, ``entropy`` and the token counts at every step
     (``loggers.names.RECIPE_METRICS['sft_train']``); the steps are ``sft_step``'s either way.
+
+    ``checkpoint`` (``recipes.loop.Checkpoint``) saves the run's state every N steps and resumes from it (a killed run
+    continues to the same weights and losses); ``progress`` is told each step (``recipes.loop``).
     """
     trajs = list(trajs)
     if not trajs:
@@ -50,7 +55,9 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     gen = torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
     losses = []
-    for step in range(1, steps + 1):
+    loop = RecipeLoop('sft_train', steps, model, opt, streams={'batches': gen}, outputs={'losses': losses},
+                      checkpoint=checkpoint, progress=progress)
+    for step in loop.steps():
         started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)
         batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)

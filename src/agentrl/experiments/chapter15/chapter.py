@@ -59,6 +59,7 @@ class Chapter15(Reproduction):
             order = [k for k in ('setup', *self.sections) if k in self.results]  # section order, not finishing order
             self.results = {**{k: self.results[k] for k in order}, **self.results}
             self.save_episodes()
+            self.tidy()
         return self.results
 
     def _merge(self, section, results, lines, seconds, worker=None):

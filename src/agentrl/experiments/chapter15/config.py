@@ -113,6 +113,10 @@ class Ch15Config:
     device: str = 'auto'
     """A pretrained policy's device: ``cpu``, ``cuda`` or ``auto`` (a CUDA device when torch sees one). The TinyAgent
     always runs on the CPU."""
+    checkpoint_every: int = 10
+    """Save a running recipe's state (weights, optimizer, random streams, outputs) after every this many of its steps, a
+    round of expert iteration being a step: ``--resume`` continues a killed run from there (``recipes.loop``). Saving
+    changes no figure."""
     model: dict = field(default_factory=dict)
     """Overrides of the TinyAgent's config (``TinyAgentConfig`` fields but ``vocab_size``); empty: the model's defaults."""
 
@@ -218,6 +222,7 @@ RANGES = {
     'dpo_batch_size': Bound(0, why='0 takes every pair at every step'),
     'dtype': Bound(None, choices=DTYPES, why='auto: bf16 where the hardware multiplies it natively'),
     'device': Bound(None, choices=DEVICES, why='auto: a CUDA device when torch sees one'),
+    'checkpoint_every': Bound(1),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),

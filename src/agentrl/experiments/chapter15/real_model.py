@@ -26,12 +26,14 @@ BUDGETS = {
     'dpo_steps': 20, 'dpo_every': 10, 'dpo_lr': 5e-4, 'dpo_batch_size': 8,
     'rl_cold_steps': 10, 'rl_only_steps': 20, 'rl_every': 10, 'rl_tasks': 4, 'rl_group': 4, 'rl_lr': 5e-4,
     'mismatch_steps': 20, 'probe_group': 4, 'hack_rounds': 2,
+    'checkpoint_every': 1,
 }
 """The chapter's budgets and learning rates for a pretrained policy (LoRA rank 16), on top of the environment's own.
 Each SFT step is 8 episodes (the TinyAgent's: 32), each evaluation 2 episodes per task (4), each REINFORCE step 4
 tasks x 4 episodes (8 x 8); the learning rates are LoRA's (an adapter trains from zero, so it takes a larger step
 than a full fine-tune would). Oracle SFT's 60 steps at 1e-3 (the chapter's step counts) were chosen on seeds 0 and 1
-(``docs/real-models.md``); the rest keep the chapter's proportions at a budget a 2-core CPU runs in minutes."""
+(``docs/real-models.md``); the rest keep the chapter's proportions at a budget a 2-core CPU runs in minutes. A step takes seconds, so every step is saved
+(``checkpoint_every``: a killed run loses one step)."""
 
 
 def is_pretrained(policy: str) -> bool:

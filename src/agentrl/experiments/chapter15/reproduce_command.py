@@ -40,7 +40,7 @@ def main_reproduce(args) -> int:
     try:
         with run.session():  # a folder another run holds is refused here
             announce(console, args, run, overrides, jobs)
-            results = run_with_progress(run, console, Path(args.out), args.extended)
+            results = run_with_progress(run, console, Path(args.out), args.extended, recipes=not args.quiet)
             outputs = write_outputs(run, results, Path(args.out), args.seed)
     except FolderInUse as e:
         return error('reproduce', e)
@@ -101,13 +101,42 @@ def announce(console, args, run, overrides: dict, jobs: int) -> None:
             f'{len(run.heldout)} held-out tasks')
 
 
-def run_with_progress(run, console, out: Path, extended: bool) -> dict:
-    """``run.run()`` under a progress bar of its sections (with ``--jobs``: which worker runs which) -> the results."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def recipe_lines(folder: Path) -> list:
+    """One line per recipe running now, from its progress file (``Reproduction.recipe_run``): its section, recipe and
+    run, its step of its total, and the time left at the pace of the steps it has run."""
+    from ..run_folder import peek
+    lines = []
+    for path in sorted(folder.glob('*.json')) if folder.is_dir() else []:
+        r = peek(path)
+        if not r:
+            continue
+        left = r.get('left_seconds')
+        when = '' if left is None else f', {int(left) // 60} min {int(left) % 60:02d} s left' if left >= 60 else \
+            f', {left:.0f} s left'
+        lines.append(f"  {r['section']} {r['recipe']} ({r['label']}): step {r['step']} of {r['total']}{when}")
+    return lines
 
-    from .reproduction import SECTIONS, TITLES
-    with Progress(TextColumn('[bold]{task.description}'), BarColumn(), TextColumn('{task.completed}/{task.total} sections'),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
+
+def run_with_progress(run, console, out: Path, extended: bool, recipes: bool = True) -> dict:
+    """``run.run()`` under a progress bar of its sections (with ``--jobs``: which worker runs which) -> the results.
+    With ``recipes`` and a terminal, a line under the bar for each recipe running now (``recipe_lines``), from the
+    progress files its section writes, in this process or a worker."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    from .reproduction import PROGRESS, SECTIONS, TITLES
+
+    class ChapterProgress(Progress):
+        def get_renderables(self):
+            yield from super().get_renderables()
+            if recipes and console.is_terminal:
+                lines = recipe_lines(out / PROGRESS)
+                if lines:
+                    yield Text('\n'.join(lines), style='dim')
+
+    with ChapterProgress(TextColumn('[bold]{task.description}'), BarColumn(),
+                         TextColumn('{task.completed}/{task.total} sections'), TimeElapsedColumn(), console=console,
+                         transient=False, refresh_per_second=2) as bar:
         job = bar.add_task('chapter 15', total=len(SECTIONS) + (1 if extended else 0))
         running = {}  # with --jobs N: section -> its worker
 

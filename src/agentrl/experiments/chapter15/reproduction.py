@@ -16,10 +16,14 @@ Budgets, recipe hyperparameters and model settings come from ``Ch15Config`` (``c
 chapter's own by default); ``results.json`` records the effective config (``config``) and where the
 run ran (``provenance``: the overrides, version, commit, torch, threads, CPU).
 
-A killed run continues with ``resume=True``: finished sections are loaded, not rerun, and the
-final results equal an uninterrupted run's, because every random draw comes from a seeded
-generator and models are reloaded bit for bit. Resuming with another seed or config is refused,
-naming the keys that differ.
+A killed run continues with ``resume=True``: finished sections are loaded, not rerun, and a section
+killed inside a recipe continues from the recipe's last saved step (``recipes.loop``: every
+``checkpoint_every`` steps each recipe run saves its state in ``partial/SECTION/``, and says
+``resuming RECIPE at step N of M`` in the transcript when it picks up from there). The final results
+equal an uninterrupted run's, because every random draw comes from a seeded generator or a saved
+stream and models are reloaded bit for bit. Resuming with another seed or config is refused, naming
+the keys that differ. While a recipe runs, ``progress/SECTION.json`` holds its step, its total and the
+time it has taken (what ``agentrl reproduce`` shows under its progress bar).
 
 One run per folder: constructing a ``Reproduction`` checks and reads but writes nothing; ``run()``
 first takes the folder (``session``: the lock of ``experiments/lock.py``), so a second run on a
@@ -57,6 +61,10 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
             'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
 """Every policy a run checkpoints, with the label the report uses."""
 EXTENDED = ('beyond',)
+PARTIAL, PROGRESS = 'partial', 'progress'
+"""The run folder's subfolders of running recipes' saved states and of their progress (``Reproduction.recipe_run``)."""
+PROGRESS_EVERY = 0.5
+"""Seconds between two writes of a recipe's progress file."""
 METHODS = {'15.1': 's15_1', '15.2': 's15_2', '15.3': 's15_3', '15.4': 's15_4', '15.5': 's15_5', '15.6': 's15_6',
            'beyond': 'beyond'}
 """Each section's method (``Sections``, ``Beyond``); each declares the sections it reads with ``@reads``."""
@@ -124,6 +132,8 @@ class Reproduction(Sections, Beyond):
         self.wait_for = None
         """In a worker (``parallel.run_section``): section -> its results, once another worker has finished it."""
         self.ckpt = self.out / 'checkpoints'
+        self.partial = self.out / PARTIAL
+        """Where running recipes keep their state (``recipe_run``), a folder per section, deleted when it finishes."""
         self.logdir = None if logdir is None else Path(logdir)
         """The log folder of the recipes' monitors (``monitor_run``), or None."""
         self._runs = []
@@ -216,6 +226,8 @@ class Reproduction(Sections, Beyond):
                 for folder in (self.out / 'episodes', self.ckpt):
                     for f in folder.glob('*') if folder.is_dir() else []:
                         f.unlink()
+                for folder in (self.partial, self.out / PROGRESS):
+                    shutil.rmtree(folder, ignore_errors=True)
                 self._cleared = True
             yield self
         finally:
@@ -287,7 +299,33 @@ class Reproduction(Sections, Beyond):
             self.results[section] = self.wait_for(section)
         return self.results[section]
 
+    def recipe_run(self, key: str, label: str | None = None, **extra) -> dict:
+        """The keyword arguments that make one recipe run of the running section resumable and visible:
+        ``checkpoint`` (``recipes.loop.Checkpoint``: ``partial/SECTION/KEY.pt``, saved every ``checkpoint_every``
+        steps, with the caller's lists ``extra`` that its hooks or evaluations append to; its resume line goes to the
+        section's transcript) and ``progress`` (its step, total and time in ``progress/SECTION.json``)."""
+        from ...recipes.loop import Checkpoint
+        section = self.running
+        if section is None:
+            raise RuntimeError('recipe_run is for a recipe run inside a section (run_section sets the section)')
+        checkpoint = Checkpoint(self.partial / section.replace('.', '_') / f'{key}.pt', every=self.cfg.checkpoint_every,
+                                extra=extra, say=lambda line: self._say(line, section))
+        path, last = self.out / PROGRESS / f"{section.replace('.', '_')}.json", [0.0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+        def progress(recipe, step, total, seconds, first):
+            now = time.monotonic()
+            if now - last[0] < PROGRESS_EVERY and step < total:
+                return
+            last[0] = now
+            left = seconds / (step - first) * (total - step) if step > first else None
+            write_json(path, {'section': section, 'recipe': recipe, 'label': label or key, 'step': step, 'total': total,
+                              'seconds': round(seconds, 1), 'left_seconds': None if left is None else round(left, 1)})
+        return {'checkpoint': checkpoint, 'progress': progress}
+
     def _finish(self, section, results, seconds):
+        shutil.rmtree(self.partial / section.replace('.', '_'), ignore_errors=True)  # its recipes' saved states
+        (self.out / PROGRESS / f"{section.replace('.', '_')}.json").unlink(missing_ok=True)
         self.results[section] = results
         self.timing[section] = round(seconds, 2)
         write_json(self.out / 'results.json', {'env': self.env.name, 'groups': self.groups, 'seed': self.seed,
@@ -312,7 +350,15 @@ class Reproduction(Sections, Beyond):
         with self.session():
             self.run_here()
             self.save_episodes()
+            self.tidy()
         return self.results
+
+    def tidy(self) -> None:
+        """Remove the folders of running recipes' states and progress once every section has finished (a run killed
+        before keeps them for ``--resume``)."""
+        if all(section in self.results for section in self.sections):
+            for folder in (self.partial, self.out / PROGRESS):
+                shutil.rmtree(folder, ignore_errors=True)
 
     def run_here(self, skip=()):
         """Run the unfinished sections in order, in this process, but those in ``skip``; a finished one echoes its lines."""

@@ -81,7 +81,7 @@ class Sections:
         weak = self._new_model()
         c = self.cfg
         weak_losses = sft_train(weak, weak_play, tok, steps=c.weak_steps, lr=c.sft_lr, batch_size=c.sft_batch_size, seed=0 + s,
-                                loggers=self.monitor_run('sft_train', 'weak_base'))
+                                loggers=self.monitor_run('sft_train', 'weak_base'), **self.recipe_run('weak_base', 'weak base'))
         self._save('weak', weak)
         d_weak = self._describe(weak, 'weak base', '15.2')
         sft_model = copy.deepcopy(weak)
@@ -101,7 +101,8 @@ class Sections:
                 self._save('sft_step20', copy.deepcopy(sft_model))
 
         sft_losses = sft_train(sft_model, self.oracle_demos, tok, steps=c.sft_steps, lr=c.sft_lr, batch_size=c.sft_batch_size,
-                               hook=hook, every=c.sft_every, seed=0 + s, loggers=loggers)
+                               hook=hook, every=c.sft_every, seed=0 + s, loggers=loggers,
+                               **self.recipe_run('oracle_sft', 'oracle SFT', hist=hist))
         self._save('sft_step60', sft_model)
         self._say(f'oracle SFT (step, train, held-out): {[(k, round(a, 2), round(b, 2)) for k, a, b in hist]}', '15.2')
         d_sft = self._describe(sft_model, 'oracle SFT', '15.2', by_group=True)
@@ -161,7 +162,8 @@ class Sections:
         for row in expert_iteration(rft, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
                                     sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size,
                                     temperature=c.sample_temperature, evaluate=after_round, env=self.env.env_id,
-                                    loggers=self.monitor_run('expert_iteration', 'hidden')):
+                                    loggers=self.monitor_run('expert_iteration', 'hidden'),
+                                    **self.recipe_run('expert_iteration', hist_rft=hist_rft)):
             rounds.append(row)
             k = row['round']  # from 0, as the chapter prints them (and results.json's lists)
             self._say(f"round {k}: sample pass {self.round_pass(row):.3f}, kept {len(row['kept']):>3}, tasks solved "
@@ -200,7 +202,8 @@ class Sections:
         log = train_dpo(policy, self._pairs(), self.tok, steps=self.cfg.dpo_steps, beta=self.cfg.dpo_beta, lr=self.cfg.dpo_lr,
                         nll_weight=nll_weight, batch_size=self.cfg.dpo_batch_size or None, seed=0 + self.seed,
                         every=self.cfg.dpo_every, evaluate=evaluate, monitor=monitor,
-                        loggers=self.monitor_run('train_dpo', 'dpo_nll' if nll_weight else 'dpo'))
+                        loggers=self.monitor_run('train_dpo', 'dpo_nll' if nll_weight else 'dpo'),
+                        **self.recipe_run('dpo_nll' if nll_weight else 'dpo', 'DPO + NLL' if nll_weight else 'DPO'))
         return policy, log, monitor
 
     @reads()
@@ -228,7 +231,8 @@ class Sections:
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
                         entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id,
-                        loggers=self.monitor_run('train_rl', label))
+                        loggers=self.monitor_run('train_rl', label),
+                        **self.recipe_run(label, {'sft_rl': 'SFT -> RL', 'rl_only': 'RL only'}.get(label)))
 
     @reads('15.2', '15.3')
     def s15_5(self):
@@ -277,7 +281,8 @@ class Sections:
         mismatched = copy.deepcopy(self._model('weak'))
         c = self.cfg
         sft_train(mismatched, [strip_wrappers(t) for t in self.oracle_demos], tok, steps=c.mismatch_steps, lr=c.sft_lr,
-                  batch_size=c.sft_batch_size, seed=0 + s, loggers=self.monitor_run('sft_train', 'mismatched'))
+                  batch_size=c.sft_batch_size, seed=0 + s, loggers=self.monitor_run('sft_train', 'mismatched'),
+                  **self.recipe_run('mismatched', 'SFT on the mismatched template'))
         self._save('mismatched', mismatched)
         demo_text = tok.decode(strip_wrappers(self.oracle_demos[0]).ids[7:16].tolist())
         self._say(f'demo text: {demo_text}', '15.6')
@@ -304,7 +309,8 @@ class Sections:
                                          steps=c.rft_steps, sample_seed=200 + s, sft_seed=0 + s, reward='public',
                                          lr=c.sft_lr, batch_size=c.sft_batch_size, temperature=c.sample_temperature,
                                          evaluate=after_round, env=self.env.env_id,
-                                         loggers=self.monitor_run('expert_iteration', 'public'))
+                                         loggers=self.monitor_run('expert_iteration', 'public'),
+                                         **self.recipe_run('public_filter', 'the public-test filter'))
             self._save('hacker', hacker)
 
         dpo_log = self._after('15.4')['log']

@@ -1,0 +1,126 @@
+"""Resuming inside a recipe (``recipes/loop.py``): a run stopped between saves continues from its last save to the
+weights, outputs and caller's lists of a run never stopped, for SFT, expert iteration, DPO and REINFORCE."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import agentrl as arl
+from agentrl.recipes.loop import Checkpoint, RecipeLoop
+
+from conftest import SMALL
+
+
+class Stop(Exception):
+    """Stands for the process being killed: raised after a step, past the last save."""
+
+
+def stop_at(n):
+    def progress(recipe, step, total, seconds, first):
+        if step == n:
+            raise Stop
+    return progress
+
+
+def same_weights(a, b):
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def twice(run, model, tmp_path, stop, every):
+    """``run(model, checkpoint, progress)`` stopped after step ``stop`` and started again (on a fresh copy of the
+    starting model, as a new process would load it) -> (the resumed run's output, its model, the lines it said)."""
+    start = copy.deepcopy(model)
+    said = []
+    ck = lambda: Checkpoint(tmp_path / 'run.pt', every=every, say=said.append)  # noqa: E731
+    with pytest.raises(Stop):
+        run(copy.deepcopy(start), ck(), stop_at(stop))
+    resumed = copy.deepcopy(start)
+    return run(resumed, ck(), None), resumed, said
+
+
+@pytest.fixture
+def weak(tok, blind_trajs, random_trajs):
+    torch.manual_seed(0)
+    m = arl.TinyAgent(tok.vocab_size, **SMALL)
+    arl.sft_train(m, blind_trajs + random_trajs, tok, steps=20, batch_size=16, seed=0)
+    return m
+
+
+def test_sft_resumes_to_the_same_weights_losses_and_hook_lists(weak, train_oracle_demos, tok, tmp_path):
+    def run(model, checkpoint, progress):
+        seen = []
+        if checkpoint is not None:
+            checkpoint.extra = {'seen': seen}
+        losses = arl.sft_train(model, train_oracle_demos, tok, steps=12, batch_size=8, seed=3, every=2,
+                               hook=lambda step: seen.append((step, round(float(model.head.weight.detach().sum()), 6))),
+                               checkpoint=checkpoint, progress=progress)
+        return losses, seen
+
+    plain = copy.deepcopy(weak)
+    expected = run(plain, None, None)
+    got, model, said = twice(run, weak, tmp_path, stop=7, every=5)
+    assert got == expected and same_weights(model, plain)
+    assert said == ['resuming sft_train at step 5 of 12']
+
+
+def test_reinforce_resumes_to_the_same_weights_and_history(weak, train_tasks, tok, tmp_path):
+    evaluate = lambda m: (arl.pass_rate(m, train_tasks[:3], tok, 1, seed=1)[0],)  # noqa: E731
+
+    def run(model, checkpoint, progress):
+        return arl.train_rl(model, train_tasks, tok, 6, n_tasks=3, group=4, every=2, evaluate=evaluate, seed=2,
+                            checkpoint=checkpoint, progress=progress)
+
+    plain = copy.deepcopy(weak)
+    expected = run(plain, None, None)
+    got, model, said = twice(run, weak, tmp_path, stop=5, every=2)
+    assert got == expected and same_weights(model, plain) and said == ['resuming train_rl at step 4 of 6']
+
+
+def test_expert_iteration_resumes_at_a_round(weak, train_tasks, tok, tmp_path):
+    def run(model, checkpoint, progress):
+        rows = arl.expert_iteration(model, train_tasks, tok, rounds=3, n_samples=2, steps=2, batch_size=8,
+                                    checkpoint=checkpoint, progress=progress)
+        return [(r['round'], r['rate'], r['solved'], len(r['kept'])) for r in rows]
+
+    plain = copy.deepcopy(weak)
+    expected = run(plain, None, None)
+    got, model, said = twice(run, weak, tmp_path, stop=2, every=1)
+    assert got == expected and same_weights(model, plain) and said == ['resuming expert_iteration at step 2 of 3']
+
+
+def test_dpo_resumes_with_its_batches_and_monitor(weak, train_oracle_demos, blind_trajs, tok, tmp_path):
+    pairs = list(zip(train_oracle_demos[:6], blind_trajs[:6]))
+
+    def run(model, checkpoint, progress):
+        monitor = []
+        log = arl.train_dpo(model, pairs, tok, steps=6, every=3, batch_size=4, seed=1, monitor=monitor,
+                            checkpoint=checkpoint, progress=progress)
+        return log, monitor
+
+    plain = copy.deepcopy(weak)
+    expected = run(plain, None, None)
+    got, model, said = twice(run, weak, tmp_path, stop=4, every=3)
+    assert got == expected and same_weights(model, plain)
+
+
+def test_a_finished_run_restores_without_a_step(weak, train_oracle_demos, tok, tmp_path):
+    ck = Checkpoint(tmp_path / 'done.pt', every=100)
+    first = copy.deepcopy(weak)
+    losses = arl.sft_train(first, train_oracle_demos, tok, steps=4, batch_size=4, checkpoint=ck)
+    again, steps = copy.deepcopy(weak), []
+    assert arl.sft_train(again, train_oracle_demos, tok, steps=4, batch_size=4, checkpoint=ck,
+                         progress=lambda *a: steps.append(a)) == losses
+    assert steps == [] and same_weights(again, first)  # the last step is always saved, whatever `every` says
+
+
+def test_a_checkpoint_of_another_run_is_refused(weak, tmp_path):
+    ck = Checkpoint(tmp_path / 'x.pt', every=1)
+    opt = torch.optim.AdamW(weak.parameters())
+    for _ in RecipeLoop('sft_train', 2, weak, opt, checkpoint=ck).steps():
+        pass
+    with pytest.raises(ValueError, match='holds sft_train of 2 steps, not train_rl of 2'):
+        RecipeLoop('train_rl', 2, weak, opt, checkpoint=ck)
+    with pytest.raises(ValueError, match='every must be a positive int'):
+        Checkpoint(tmp_path / 'y.pt', every=0)
