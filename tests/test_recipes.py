@@ -253,3 +253,27 @@ def test_reads_first_tells_reading_from_editing_at_once(train_oracle_demos, blin
     assert reads_first(train_oracle_demos[:3] + blind_trajs[:1]) == 0.75
     with pytest.raises(ValueError, match='at least one episode'):
         reads_first([])
+
+
+@pytest.mark.parametrize('credit, bonus', [('episode', 0.0), ('turn', 0.0), ('episode', 0.2)])
+def test_micro_batches_give_the_one_batch_update(trained_model, train_tasks, tok, credit, bonus):
+    """REINFORCE over micro-batches of 3 episodes: the same update as one batch (the token count of the whole batch
+    divides every part), with the episodes whose advantage is zero left out unless the entropy bonus reads them."""
+    grads = {}
+    forwarded = []
+    for micro in (None, 3):
+        m = copy.deepcopy(trained_model)
+        real = m.forward
+        m.forward = lambda ids, *a, **kw: forwarded.append((micro, ids.shape[0])) or real(ids, *a, **kw)
+        opt = torch.optim.SGD(m.parameters(), lr=1.0)
+        before = [p.detach().clone() for p in m.parameters()]
+        arl.reinforce_step(m, opt, train_tasks, tok, random.Random(0), torch.Generator().manual_seed(0), n_tasks=4,
+                           group=4, credit=credit, entropy_bonus=bonus, micro_batch=micro)
+        grads[micro] = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, m.parameters())])  # lr 1: the gradient
+    assert grads[None].abs().max() > 1e-4
+    assert torch.allclose(grads[None], grads[3], atol=1e-6)
+    chunks = [n for micro, n in forwarded if micro == 3]
+    assert max(chunks) <= 3 and (sum(chunks) == 16 if bonus else sum(chunks) < 16)
+    with pytest.raises(ValueError, match='micro_batch must be None'):
+        arl.reinforce_step(trained_model, torch.optim.SGD(trained_model.parameters(), lr=0.0), train_tasks, tok,
+                           random.Random(0), torch.Generator(), n_tasks=2, group=2, micro_batch=0)

