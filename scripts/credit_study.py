@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
 import torch  # noqa: E402
 
 import agentrl as arl  # noqa: E402
+from agentrl.experiments.sweeps.stats import summarize as mean_ci  # noqa: E402
 from keypad import Keypad, make_codes, measure, weak_base  # noqa: E402
 
 ARMS = {'episode': ('episode', 1.0), 'turn': ('turn', 1.0), 'turn_gamma0.5': ('turn', 0.5)}
@@ -48,23 +48,15 @@ def run_seed(seed: int, steps: int, every: int, lr: float, n_train: int) -> dict
     return out
 
 
-def t95(n: int) -> float:
-    """Student's t quantile for a two-sided 95% interval with n - 1 degrees of freedom (n <= 30; 1.96 beyond)."""
-    table = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26, 11: 2.23, 12: 2.20,
-             13: 2.18, 14: 2.16, 15: 2.14, 16: 2.13, 17: 2.12, 18: 2.11, 19: 2.10, 20: 2.09}
-    return table.get(n, 2.05 if n <= 30 else 1.96)
-
-
 def summarize(record: dict) -> dict:
     """Per credit: the final held-out return and success (mean and 95% half-width over seeds), and the paired
     difference turn - episode of the final return, with the seeds where turn credit ends higher."""
     seeds = sorted(record['seeds'], key=int)
     n = len(seeds)
 
-    def stats(xs):
-        mean = sum(xs) / len(xs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
-        return {'mean': round(mean, 3), 'ci95': round(t95(len(xs)) * sd / math.sqrt(len(xs)), 3)}
+    def stats(xs):  # 'ci95': the half-width of the 95% t interval (0 with one seed)
+        s = mean_ci(xs)
+        return {'mean': round(s['mean'], 3), 'ci95': round(s['half_width'] or 0.0, 3)}
 
     out = {'n_seeds': n}
     for arm in ARMS:
@@ -89,11 +81,9 @@ def plot(paths, figure):
             steps = [p['step'] for p in curves[0]]
             means, halves = [], []
             for i in range(len(steps)):
-                xs = [c[i]['return'] for c in curves]
-                m = sum(xs) / len(xs)
-                sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
-                means.append(m)
-                halves.append(t95(len(xs)) * sd / math.sqrt(len(xs)))
+                s = mean_ci([c[i]['return'] for c in curves])
+                means.append(s['mean'])
+                halves.append(s['half_width'] or 0.0)
             credit, gamma = ARMS[arm]
             ax.plot(steps, means, color=color, label=f"credit='{credit}'" + (f', gamma={gamma:g}' if gamma != 1 else ''))
             ax.fill_between(steps, [m - h for m, h in zip(means, halves)], [m + h for m, h in zip(means, halves)],

@@ -1,51 +1,18 @@
-"""``agentrl compare`` and the grid sweep it reads: the statistics it tests with, and both end to end (smoke budget)."""
+"""``agentrl compare`` and the grid sweep it reads, both end to end (smoke budget); the statistics it tests with are
+checked on known values in test_stats.py."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 
+import numpy as np
 import pytest
 
 import agentrl as arl
 from agentrl.experiments.chapter15.claims import CLAIMS
 
 from agentrl.cli import main
-from agentrl.experiments.sweeps import stats as S
 from agentrl.experiments.sweeps.compare import key_figures
-
-
-# --- Student's t and Welch's test on known values
-
-def _t_pdf(x, df):
-    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi) * (1 + x * x / df) ** (-(df + 1) / 2)
-
-
-def test_t_cdf_matches_the_quantile_table_and_numeric_integration():
-    for df in range(1, 31):  # the table sweep.py has always used: t_{0.975, df}
-        assert S.t_cdf(S.t975(df), df) == pytest.approx(0.975, abs=2e-5)
-        assert S.t_quantile(0.975, df) == pytest.approx(S.t975(df), abs=2e-4)
-    for df, t in [(4.41, 1.732), (7.3, 0.4), (12.5, -2.1)]:  # non-integer df, as Welch's test has
-        n, lo = 20000, -40.0  # Simpson's rule from far in the left tail
-        h = (t - lo) / n
-        area = h / 3 * sum((1 if i in (0, n) else 4 if i % 2 else 2) * _t_pdf(lo + i * h, df) for i in range(n + 1))
-        assert S.t_cdf(t, df) == pytest.approx(area, abs=2e-4)
-    assert S.t_cdf(0.0, 3.3) == pytest.approx(0.5) and S.t_quantile(0.025, 9) == pytest.approx(-2.2622, abs=2e-4)
-
-
-def test_welch_known_values():
-    w = S.welch([1, 2, 3, 4], [2, 4, 6, 8])
-    # by hand: diff 2.5, se sqrt(5/12 + 20/12), t = sqrt(3), df = 4.4118 (Welch-Satterthwaite)
-    assert w['diff'] == 2.5 and w['se'] == pytest.approx(math.sqrt(25 / 12)) and w['t'] == pytest.approx(math.sqrt(3))
-    assert w['df'] == pytest.approx(4.411765, abs=1e-5) and w['p'] == pytest.approx(0.1516, abs=2e-4)
-    q = S.t_quantile(0.975, w['df'])
-    assert w['ci95'] == pytest.approx([2.5 - q * w['se'], 2.5 + q * w['se']])
-    back = S.welch([2, 4, 6, 8], [1, 2, 3, 4])
-    assert back['diff'] == -2.5 and back['p'] == pytest.approx(w['p'])
-    assert S.welch([0.5], [0.7, 0.9])['p'] is None and S.welch([0.5], [0.7])['diff'] == pytest.approx(0.2)
-    assert S.welch([1, 1], [1, 1])['p'] == 1.0 and S.welch([0, 0], [1, 1])['p'] == 0.0  # no spread on either side
-    with pytest.raises(ValueError):
-        S.welch([], [1])
 
 
 # --- a grid sweep, then compare (smoke budget: the figures mean nothing, the mechanics everything)
@@ -92,8 +59,60 @@ def test_compare_a_grid_prints_and_writes_table_and_figure(grid, capsys, monkeyp
     assert row['vs_first'][0]['diff'] == pytest.approx(row['stats'][1]['mean'] - row['stats'][0]['mean'])
     md = (out / 'compare.md').read_text()
     assert md.startswith('# Comparison: model.qk_temperature=4 vs model.qk_temperature=8')
-    assert '| model.qk_temperature | 4.0 | 8.0 |' in md and 'p (Welch)' in md and '![The four recipes per variant](compare.png)' in md
+    assert '| model.qk_temperature | 4.0 | 8.0 |' in md and 'p (paired t, Holm)' in md and '![The four recipes per variant](compare.png)' in md
     assert (out / 'compare.png').stat().st_size > 20_000
+
+
+def test_two_sweeps_that_share_seeds_are_paired_and_their_p_adjusted_by_holm(grid, tmp_path, capsys, monkeypatch):
+    _, out = grid
+    monkeypatch.setenv('COLUMNS', '250')
+    a, b = out / 'model.qk_temperature=4', out / 'model.qk_temperature=8'
+    assert main(['compare', str(a), str(b), '--out', str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads((tmp_path / 'compare.json').read_text())
+    tests = [r['vs_first'][0] for r in result['figures']]
+    m = sum(t['p'] is not None for t in tests)
+    assert result['comparisons']['figures'] == m > 0
+    header = (f'model.qk_temperature=8 − model.qk_temperature=4: paired t-test on 2 shared seeds; p adjusted for {m} '
+              'comparisons (Holm)')
+    md = (tmp_path / 'compare.md').read_text()
+    assert header in printed and header in md and 'p (paired t, Holm)' in md
+    for row, t in zip(result['figures'], tests):  # each difference: the mean of the seeds' own paired differences
+        at = [dict(zip(seeds, values)) for seeds, values in zip(row['seeds'], row['values'])]
+        d = np.array([at[1][s] - at[0][s] for s in (0, 1)])
+        assert t['test'] == 'paired t-test' and t['seeds'] == [0, 1] and t['diff'] == pytest.approx(d.mean())
+        if t['p'] is not None:
+            assert t['statistic'] == pytest.approx(d.mean() / (d.std(ddof=1) / np.sqrt(2))) and t['df'] == 1
+            assert t['p'] <= t['p_holm'] <= 1
+    first = min((t for t in tests if t['p'] is not None), key=lambda t: t['p'])
+    assert first['p_holm'] == pytest.approx(min(1.0, m * first['p']))  # Holm's first step is Bonferroni's
+    row = result['figures'][tests.index(first)]
+    assert f"| {row['section']} | {row['figure']} |" in md and f"| {first['p_holm']:.3f} |" in md
+
+    assert main(['compare', str(a), str(b), '--test', 'wilcoxon', '--out', str(tmp_path)]) == 0
+    assert 'Wilcoxon signed-rank test on 2 shared seeds' in capsys.readouterr().out
+    assert 'p (Wilcoxon, Holm)' in (tmp_path / 'compare.md').read_text()
+    with pytest.raises(SystemExit):
+        main(['compare', str(a), str(b), '--test', 'sign'])
+    assert "argument --test: invalid choice: 'sign'" in capsys.readouterr().err
+
+
+def test_sweeps_on_other_seeds_are_compared_by_welchs_test(grid, tmp_path, capsys):
+    _, out = grid
+    other = tmp_path / 'seeds-2-3'  # variant 8 as if it had run seeds 2 and 3
+    shutil.copytree(out / 'model.qk_temperature=8', other)
+    for old, new in ((0, 2), (1, 3)):
+        (other / f'seed{old}').rename(other / f'seed{new}')
+        saved = json.loads((other / f'seed{new}' / 'results.json').read_text())
+        (other / f'seed{new}' / 'results.json').write_text(json.dumps({**saved, 'seed': new}))
+    sweep = json.loads((other / 'sweep.json').read_text())
+    (other / 'sweep.json').write_text(json.dumps({**sweep, 'seeds': [2, 3], 'aggregated_seeds': [2, 3]}))
+    assert main(['compare', str(out / 'model.qk_temperature=4'), str(other), '--out', str(tmp_path / 'c')]) == 0
+    md = (tmp_path / 'c' / 'compare.md').read_text()
+    assert "seeds-2-3 − model.qk_temperature=4: Welch's t-test (the variants share fewer than two seeds)" in md
+    assert 'p (Welch, Holm)' in md and 'paired' not in capsys.readouterr().out
+    result = json.loads((tmp_path / 'c' / 'compare.json').read_text())
+    assert {t['test'] for r in result['figures'] for t in r['vs_first']} == {"Welch's t-test"}
 
 
 def test_compare_refuses_other_budgets_naming_them_unless_allowed(grid, tmp_path, capsys):

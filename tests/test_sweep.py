@@ -6,7 +6,6 @@ retry of a dead worker and of a raising job, resuming from the finished sections
 and that the resumed per-seed results equal a direct, uninterrupted ``Chapter15`` run.
 """
 import json
-import math
 import shutil
 import threading
 
@@ -23,36 +22,7 @@ from agentrl.experiments.sweeps import sweep
 from agentrl.experiments.sweeps.backends import FAULT_ENV
 
 
-# --- statistics on known inputs
-
-def test_summarize_known_values():
-    s = S.summarize([1, 2, 3, 4])
-    assert s['n'] == 4 and s['mean'] == 2.5
-    assert s['std'] == pytest.approx(math.sqrt(5 / 3))
-    assert s['stderr'] == pytest.approx(math.sqrt(5 / 3) / 2)  # 0.6455
-    assert s['half_width'] == pytest.approx(3.1824 * math.sqrt(5 / 3) / 2)  # t_{0.975, 3} = 3.1824
-    assert s['ci95'] == pytest.approx([2.5 - 2.05428, 2.5 + 2.05428], abs=1e-4)
-
-
-def test_summarize_constant_and_single():
-    s = S.summarize([0.3] * 5)
-    assert s['mean'] == pytest.approx(0.3) and s['stderr'] == pytest.approx(0.0) and s['ci95'] == pytest.approx([0.3, 0.3])
-    one = S.summarize([7])
-    assert one['mean'] == 7 and one['stderr'] is None and one['ci95'] is None and one['half_width'] is None
-    with pytest.raises(ValueError):
-        S.summarize([])
-
-
-def test_t_quantiles():
-    assert S.t975(1) == 12.7062 and S.t975(9) == 2.2622 and S.t975(30) == 2.0423
-    assert S.t975(31) == pytest.approx(2.0395, abs=2e-4)  # beyond the table: normal + Cornish-Fisher terms
-    assert S.t975(60) == pytest.approx(2.0003, abs=2e-4)
-    assert S.t975(120) == pytest.approx(1.9799, abs=2e-4)
-    assert S.t975(10 ** 9) == pytest.approx(1.959964, abs=1e-6)
-    assert all(S.t975(d) > S.t975(d + 1) for d in range(1, 200))
-    with pytest.raises(ValueError):
-        S.t975(0)
-
+# --- aggregation over seeds (the statistics themselves: test_stats.py)
 
 def test_hold_rates():
     from agentrl.experiments.chapter15.findings import Finding

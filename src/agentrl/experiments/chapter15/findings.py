@@ -6,7 +6,8 @@ on the exercise's figures. Each is a rule stated before any run, and each check 
 (it holds, it does not, or the run cannot decide it) with what the run measured, in words. That is a ``Finding``.
 
 One renderer shows them all: ``table`` a run's findings, in the terminal or in Markdown (the reports), and
-``rates_table`` their hold rates over seeds (``hold_rates``: ``sweep.json``, ``exercise.json``).
+``rates_table`` their hold rates over seeds (``hold_rates``: ``sweep.json``, ``exercise.json``), each with its 95%
+Wilson interval (``wilson``).
 """
 from __future__ import annotations
 
@@ -134,6 +135,21 @@ def hold_rates(per_seed: dict, head, figure: str = 'figure') -> dict:
     return out
 
 
+def wilson(held: int, n: int) -> list:
+    """The 95% Wilson score interval of a hold rate ``held`` of ``n`` -> [low, high] (None with n = 0).
+
+    Over 10 seeds a rate is coarse, and the interval says how coarse: 9/10 is [0.60, 0.98]. Unlike the normal
+    approximation p +- 1.96 sqrt(p(1-p)/n), it stays inside [0, 1] and is not a point at 0/n or n/n (10/10 is [0.72,
+    1]); ``scipy.stats.binomtest(...).proportion_ci(method='wilson')``."""
+    if not 0 <= held <= n:
+        raise ValueError(f'a hold rate needs 0 <= held <= n, got {held} of {n}')
+    if n == 0:
+        return None
+    from scipy.stats import binomtest  # here, not at the top: a single run needs no scipy
+    ci = binomtest(held, n).proportion_ci(0.95, method='wilson')
+    return [float(ci.low), float(ci.high)]
+
+
 def every_seed_line(rates: dict, noun: str = ' claims') -> str:
     """``'N of M claims hold at every seed'`` over ``hold_rates``' rows (M: those some seed decides), with how many no
     seed decides (``noun``: what follows M)."""
@@ -142,18 +158,24 @@ def every_seed_line(rates: dict, noun: str = ' claims') -> str:
     return f'{held} of {len(decided)}{noun} hold at every seed' + (f' ({none} not applicable)' if none else '')
 
 
+def interval(held: int, n: int) -> str:
+    """A hold rate's 95% Wilson interval as a table shows it: ``'[60%, 98%]'``."""
+    lo, hi = wilson(held, n)
+    return f'[{lo:.0%}, {hi:.0%}]'
+
+
 def rates_table(kind: str, rates: dict, title: str | None = None):
     """Hold rates over seeds (``hold_rates``' rows, as ``sweep.json`` and ``exercise.json`` keep them) as a Markdown
-    table, or with a ``title`` the terminal's: ``columns``, the hold rate, how many of the seeds that decide it it
-    holds at, and the seeds where it fails (where no seed decides it: why)."""
+    table, or with a ``title`` the terminal's: ``columns``, the hold rate and its 95% Wilson interval (``wilson``), how
+    many of the seeds that decide it it holds at, and the seeds where it fails (where no seed decides it: why)."""
     k = KINDS[kind]
     heads = {key: Finding(kind, key, r.get('section', ''), r.get('lesson', r.get('says', '')), r.get('test', ''), None,
                           '', r.get('chapter', '')) for key, r in rates.items()}
     cols = columns(k, heads.values(), title is None)
-    header = [*(h for h, _ in cols), 'hold rate', 'held', 'seeds where it fails']
+    header = [*(h for h, _ in cols), 'hold rate', '95% CI (Wilson)', 'held', 'seeds where it fails']
     body = [[*(cell(heads[key]) for _, cell in cols),
-             *((k.none, '—', r.get('why', '—')) if r['hold_rate'] is None else
-               (f"{r['hold_rate']:.0%}", f"{r['held']}/{r['n']}",
+             *((k.none, '—', '—', r.get('why', '—')) if r['hold_rate'] is None else
+               (f"{r['hold_rate']:.0%}", interval(r['held'], r['n']), f"{r['held']}/{r['n']}",
                 ', '.join(s for s, v in r['per_seed'].items() if v['holds'] is False) or '—'))]
             for key, r in rates.items()]
     return markdown(header, body) if title is None else rich_table(title, header, body)

@@ -4,12 +4,15 @@ Each argument is a ``reproduce`` folder (one seed), a ``sweep`` folder (its aggr
 ``sweep --grid`` folder (each of its variants). The first variant is the baseline. For every
 variant, ``compare`` reports
 
-- each finding's hold rate over its seeds (the chapter's bands on the environment that has them, then the
-  chapter's claims; a claim that does not apply at a seed counts at none of them);
+- each finding's hold rate over its seeds with its 95% Wilson interval (the chapter's bands on the environment that
+  has them, then the chapter's claims; a claim that does not apply at a seed counts at none of them);
 - the key figures (pass rates of every section, invalid calls, entropy, 15.2's held-out pass per
   task group, 15.6's probe and filters) as mean and 95% CI over seeds;
-- for every other variant, its difference from the baseline with the 95% CI and two-sided p of
-  Welch's unequal-variance t-test (``stats.welch``; hold rates are tested as 0/1 outcomes);
+- for every other variant, its difference from the baseline with the 95% CI and two-sided p (``stats.versus``):
+  paired by seed on the seeds both variants ran (the paired t-test, or ``--test wilcoxon`` the Wilcoxon
+  signed-rank test), Welch's unequal-variance t-test where they share fewer than two; hold rates are tested as
+  0/1 outcomes per seed. Each table's p-values are adjusted for its number of comparisons (``stats.holm``), and
+  its header says which test ran and for how many comparisons;
 - the settings that differ between variants, and the provenance records (version, commit, torch,
   threads, CPU) where they differ;
 
@@ -27,15 +30,16 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..chapter15.tables import by_group, fmt, rich_table, table
+from ..chapter15.tables import by_group
 from ..run_folder import peek, transcript
+from .compare_report import method, print_terminal, render
 
 
 # --- loading
 
 def _seed_record(folder: Path) -> dict | None:
-    """One seed folder -> {'seed', 'env', 'config', 'provenance', 'sections', 'findings', 'groups'}, or None if it has
-    no results.
+    """One seed folder -> {'seed', 'folder', 'env', 'config', 'provenance', 'sections', 'findings', 'groups'}, or None
+    if it has no results.
 
     ``findings``: the chapter's bands (on the environment that has them), then the chapter's claims (``claim: KEY``;
     verdict None where one does not apply), on the run's environment; ValueError when that cannot be found here."""
@@ -51,7 +55,7 @@ def _seed_record(folder: Path) -> dict | None:
         raise ValueError(f'{folder} ran on an environment not found here: {e}') from None
     bands = env.bands(transcript(folder, saved)) if env.bands else []
     claims = [replace(f, key=f'claim: {f.key}') for f in check_claims(saved['sections'], env)]
-    return {'seed': saved.get('seed'), 'env': name, 'config': saved.get('config') or {},
+    return {'seed': saved.get('seed'), 'folder': str(folder), 'env': name, 'config': saved.get('config') or {},
             'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims,
             'groups': saved.get('groups') or env.groups()}
 
@@ -167,32 +171,53 @@ def key_figures(groups=(), cold: str = 'SFT step 20', last: str = 'SFT step 60')
     return figs
 
 
-def _values(records, fn) -> list:
-    out = []
+def _values(records, fn) -> dict:
+    """{seed: fn(sections)} over the records where the figure is a number."""
+    out = {}
     for r in records:
         try:
             v = fn(r['sections'])
         except (KeyError, IndexError, TypeError):
             continue
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(float(v))
+            out[_seed(r)] = float(v)
     return out
 
 
-def compare(variants: list) -> dict:
-    """Per finding and key figure: each variant's summary, and each other variant's Welch test against the first."""
-    from .stats import aggregate, summarize, welch
+def _seed(record):
+    """What pairs a record with another variant's: its seed (a record without one pairs with none)."""
+    return record['seed'] if record['seed'] is not None else f"{record['folder']} (no seed)"
 
-    def row(per_variant):
-        stats = [summarize(vals) if vals else None for vals in per_variant]
-        tests = [welch(per_variant[0], vals) if vals and per_variant[0] else None for vals in per_variant[1:]]
-        return {'values': per_variant, 'stats': stats, 'vs_first': tests}
 
+def _row(per_variant: list, test: str) -> dict:
+    """One figure or finding: per variant its values and seeds and their summary, and each other variant against the
+    first (``stats.versus``: paired by seed where they share seeds)."""
+    from .stats import summarize, versus
+    return {'values': [list(v.values()) for v in per_variant], 'seeds': [list(v) for v in per_variant],
+            'stats': [summarize(v.values()) if v else None for v in per_variant],
+            'vs_first': [versus(per_variant[0], v, test) if v and per_variant[0] else None for v in per_variant[1:]]}
+
+
+def adjust(rows: list) -> int:
+    """Holm's adjustment over one table: every test of every row gets ``p_holm`` -> how many p-values it adjusted."""
+    from .stats import holm
+    tests = [t for r in rows for t in r['vs_first'] if t]
+    for t, q in zip(tests, holm([t['p'] for t in tests])):
+        t['p_holm'] = q
+    return sum(t['p'] is not None for t in tests)
+
+
+def compare(variants: list, test: str = 't') -> dict:
+    """Per finding and key figure: each variant's summary, and each other variant against the first (``test``: the
+    paired test, a key of ``stats.TESTS``), with the p-values of each table adjusted by Holm's method."""
+    from .stats import TESTS, aggregate
+    if test not in TESTS:
+        raise ValueError(f'unknown test {test!r}; valid tests are {list(TESTS)}')
     findings, na = {}, {}
     for v in variants:
         for rec in v['records']:
             for f in rec['findings']:
-                findings.setdefault(f.key, [[] for _ in variants])
+                findings.setdefault(f.key, [{} for _ in variants])
                 na.setdefault(f.key, [0] * len(variants))
     for i, v in enumerate(variants):
         for rec in v['records']:
@@ -200,7 +225,7 @@ def compare(variants: list) -> dict:
                 if f.verdict is None:  # a claim that does not apply at this seed counts at none
                     na[f.key][i] += 1
                 else:
-                    findings[f.key][i].append(1.0 if f.verdict else 0.0)
+                    findings[f.key][i][_seed(rec)] = 1.0 if f.verdict else 0.0
     figures = []
     record = variants[0]['records'][0]
     first = record['sections']['15.2'].get('heldout_by_family') or {}
@@ -211,91 +236,14 @@ def compare(variants: list) -> dict:
                                           steps('sft_steps', 60)):
         vals = [_values(v['records'], fn) for v in variants]
         if any(vals):
-            figures.append({'section': section, 'figure': label, **row(vals)})
+            figures.append({'section': section, 'figure': label, **_row(vals, test)})
+    finding_rows = [{'finding': name, **_row(vals, test), 'not_applicable': na[name]} for name, vals in findings.items()]
     return {'variants': [{'name': v['name'], 'path': v['path'], 'kind': v['kind'], 'overrides': v['overrides'],
                           'seeds': [r['seed'] for r in v['records']]} for v in variants],
-            'findings': [{'finding': name, **row(vals), 'not_applicable': na[name]} for name, vals in findings.items()],
-            'figures': figures,
+            'test': test, 'adjustment': 'holm',
+            'comparisons': {'findings': adjust(finding_rows), 'figures': adjust(figures)},
+            'findings': finding_rows, 'figures': figures,
             'curves': {v['name']: aggregate({r['seed']: r['sections'] for r in v['records']})[0] for v in variants}}
-
-
-# --- rendering
-
-def _hold(stat) -> str:
-    return '—' if not stat else f"{round(stat['mean'] * stat['n'])}/{stat['n']} ({stat['mean']:.0%})"
-
-
-def _diff(test, digits=2, pct=False) -> str:
-    if not test:
-        return '—'
-    f = (lambda x: f'{x * 100:+.0f} pp') if pct else (lambda x: f'{x:+.{digits}f}')
-    if not test.get('se'):  # one seed a side, or every seed agrees on both sides: no interval to give
-        return f(test['diff'])
-    lo, hi = test['ci95']
-    if pct:  # a difference of two hold rates lies in [-100, +100] pp whatever a small-sample t interval says
-        lo, hi = max(lo, -1.0), min(hi, 1.0)
-    return f(test['diff']) + f' [{f(lo)}, {f(hi)}]'
-
-
-def _p(test) -> str:
-    if not test or not test.get('se'):  # untestable: fewer than two seeds a side, or no spread at all
-        return '—'
-    return f"**{test['p']:.3f}**" if test['p'] < 0.05 else f"{test['p']:.3f}"
-
-
-def _columns(result) -> tuple:
-    names = [v['name'] for v in result['variants']]
-    base = names[0]
-    head = [f"{n} (n={len(v['seeds'])})" for n, v in zip(names, result['variants'])]
-    for n in names[1:]:
-        head += [f'{n} − {base} [95% CI]', 'p (Welch)']
-    return names, head
-
-
-def finding_rows(result) -> list:
-    rows = []
-    for r in result['findings']:
-        na = r.get('not_applicable') or [0] * len(r['stats'])
-        cells = [_hold(s) if s or not k else 'n/a' for s, k in zip(r['stats'], na)]
-        for t in r['vs_first']:
-            cells += [_diff(t, pct=True), _p(t)]
-        rows.append((r['finding'], *cells))
-    return rows
-
-
-def figure_rows(result) -> list:
-    rows = []
-    for r in result['figures']:
-        digits = 3 if 'entropy' in r['figure'] or 'NLL' in r['figure'] else 2
-        cells = [fmt(s, digits) + (f" [n={s['n']}]" if s and s['n'] < len(v['seeds']) else '')
-                 for s, v in zip(r['stats'], result['variants'])]
-        for t in r['vs_first']:
-            cells += [_diff(t, digits), _p(t)]
-        rows.append((r['section'], r['figure'], *cells))
-    return rows
-
-
-def render(result: dict, settings: list, provenance: list, figure: str | None) -> str:
-    """``compare.md``."""
-    names, head = _columns(result)
-    md = [f"# Comparison: {' vs '.join(names)}", '',
-          f'Baseline: **{names[0]}**. Each figure: mean ± half-width of its 95% confidence interval over the seeds '
-          '(t quantile × std / √n; the mean alone for one seed); each difference: the other variant minus the baseline '
-          "with the 95% CI and two-sided p of Welch's t-test (p < 0.05 in bold; none with fewer than two seeds a side). "
-          'Hold rates are tested as 0/1 outcomes per seed (their intervals cut at ±100 pp); n/a: a claim that '
-          'applies at none of the variant\'s seeds (its environment lacks what it needs).', '',
-          table(['variant', 'folder', 'seeds', 'settings changed'],
-                [(v['name'], f"`{v['path']}`", ', '.join(map(str, v['seeds'])),
-                  ', '.join(f'`{k}={x}`' for k, x in v['overrides'].items()) or '—') for v in result['variants']]), '']
-    if settings:
-        md += ['## Settings that differ', '', table(['key', *names], [(k, *('—' if x is None else x for x in vals)) for k, vals in settings]), '']
-    md += ['## Findings: hold rate', '', table(['finding (band)', *head], finding_rows(result)), '',
-           '## Key figures', '', table(['section', 'figure', *head], figure_rows(result)), '']
-    if figure:
-        md += [f'![The four recipes per variant]({figure})', '']
-    if provenance:
-        md += ['## Provenance where it differs', '', table(['record', *names], provenance), '']
-    return '\n'.join(md)
 
 
 def provenance_rows(variants) -> list:
@@ -308,47 +256,39 @@ def provenance_rows(variants) -> list:
     return rows
 
 
-def print_terminal(result, settings, provenance, console) -> None:
-    names, head = _columns(result)
-    for title, cols, rows in [('Findings: hold rate', ['finding (band)', *head], finding_rows(result)),
-                              ('Key figures (mean ± 95% CI over seeds)', ['section', 'figure', *head], figure_rows(result))]:
-        console.print(rich_table(title, cols, rows, overflow='fold'))
-    if settings:
-        console.print('settings that differ: ' + '; '.join(f"{k}: {', '.join(f'{n} {x}' for n, x in zip(names, vals))}"
-                                                          for k, vals in settings), markup=False, highlight=False)
-    if provenance:
-        console.print('provenance differs: ' + '; '.join(f'{r[0]}: ' + ' vs '.join(r[1:]) for r in provenance),
-                      markup=False, highlight=False)
-
-
 # --- command line
 
 def add_parser(sub):
     """Register ``agentrl compare`` on an argparse subparsers object."""
     p = sub.add_parser('compare', help='runs, sweeps or a grid side by side: hold rates, key figures with 95%% CI, '
-                       "differences with Welch's t-test, the recipe curves per variant",
+                       'differences paired by seed (Holm-adjusted p), the recipe curves per variant',
                        description=__doc__.split('\n\n')[0])
     p.add_argument('dirs', nargs='+', metavar='DIR', help='reproduce, sweep or sweep --grid folders; the first variant is the baseline')
     p.add_argument('--allow', action='append', default=[], metavar='KEY[,KEY]',
                    help='budget keys that may differ between the variants (default: none may)')
+    p.add_argument('--test', default='t', choices=['t', 'wilcoxon'],
+                   help='the test of a difference paired by seed: the paired t-test (t, the default) or the Wilcoxon '
+                   "signed-rank test (wilcoxon); variants that share fewer than two seeds get Welch's t-test")
     p.add_argument('--out', default=None, help='where compare.md, compare.json and compare.png go '
                    '(default: the folder given, if one; else runs/compare)')
     p.set_defaults(func=main)
     return p
 
 
-def run(dirs, allow=(), out=None, console=None) -> dict:
-    """Load, check, compare, write compare.md / compare.json / compare.png (and print) -> the result dict."""
+def run(dirs, allow=(), out=None, console=None, test: str = 't') -> dict:
+    """Load, check, compare (``test``: the paired test, ``stats.TESTS``), write compare.md / compare.json /
+    compare.png (and print) -> the result dict."""
     from .figures import fig_compare
     variants = load_all(dirs)
     settings = check_budgets(variants, allow)
-    result = compare(variants)
+    result = compare(variants, test)
     prov = provenance_rows(variants)
     out = Path(out) if out else (Path(dirs[0]) if len(dirs) == 1 else Path('runs/compare'))
     out.mkdir(parents=True, exist_ok=True)
     fig = fig_compare(result['curves'], out / 'compare.png') if any(result['curves'].values()) else None
     (out / 'compare.md').write_text(render(result, settings, prov, fig.name if fig else None))
-    saved = {k: v for k, v in result.items() if k != 'curves'}
+    saved = {**{k: v for k, v in result.items() if k != 'curves'},
+             'methods': {part: method(result, part) for part in ('findings', 'figures')}}
     (out / 'compare.json').write_text(json.dumps({**saved, 'settings': settings, 'provenance_differs': prov}, indent=1))
     if console is not None:
         print_terminal(result, settings, prov, console)
@@ -361,7 +301,7 @@ def main(args) -> int:
     allow = [k.strip() for item in args.allow for k in item.split(',') if k.strip()]
     from ...runtime.terminal import console as new_console
     try:
-        run(args.dirs, allow, args.out, new_console())
+        run(args.dirs, allow, args.out, new_console(), args.test)
     except ValueError as e:
         print(f'agentrl compare: error: {e}', file=sys.stderr)
         return 2

@@ -1,42 +1,47 @@
 """Statistics over seeds and between variants, shared by ``agentrl sweep`` and ``agentrl compare``.
 
+Every quantile and p-value comes from ``scipy.stats``; this module decides which test fits the design.
+
 - per figure over seeds: ``summarize`` (mean, standard error, 95% CI with Student's t);
-- the figures of one seed: ``flatten`` every numeric leaf of ``results.json``'s sections, plus ``derived`` counts and shares;
+- a hold rate k of n: ``wilson`` (its 95% Wilson score interval; ``chapter15.findings``, where hold rates are counted);
+- the figures of one seed: ``flatten`` every numeric leaf of ``results.json``'s sections, plus ``derived`` counts and
+  shares;
 - over seeds: ``aggregate`` (figures), ``aggregate_findings`` (bands), ``aggregate_verdicts`` (the chapter's claims,
   those that do not apply counted apart), ``aggregate_claims`` (beyond-the-chapter claims);
-- between two variants: ``welch`` (difference of means, Welch's t-test and its 95% CI), on an exact Student-t
-  distribution (``t_cdf`` via the regularized incomplete beta function; no scipy needed).
+- between two variants: ``versus`` pairs them by seed where they share seeds (``paired``: the paired t-test or the
+  Wilcoxon signed-rank test on the per-seed differences) and falls back to ``welch`` (unequal-variance t-test)
+  where they do not; ``holm`` adjusts a table's p-values for the number of comparisons in it.
 """
 from __future__ import annotations
 
 import math
 import re
+import warnings
 
-from ..chapter15.findings import hold_rates
+from scipy import stats as sp
+
+from ..chapter15.findings import hold_rates, wilson  # noqa: F401 (wilson: a hold rate's interval, counted there)
 
 EXCLUDE = re.compile(r'15\.3/first_kept(/|$)|15\.3/rounds/\d+/first_actions(/|$)')
 """Numeric leaves that are not one figure across seeds: per-seed rankings and counts keyed by action text."""
 
-T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
-        2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
-        2.0518, 2.0484, 2.0452, 2.0423)
-"""Student-t 0.975 quantiles for 1..30 degrees of freedom."""
-Z975 = 1.959964
+
+def _mean_sd(xs: list) -> tuple:
+    """Mean and sample standard deviation (n - 1 in the denominator) of a list of two or more floats."""
+    mean = sum(xs) / len(xs)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
 
 
-def t975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom.
+def _rounding(of: list) -> float:
+    """How far apart two figures computed from ``of`` may be by float rounding alone (0.3 - 0.2 and 0.4 - 0.3 differ
+    in their last bits): a test that took that for spread would divide by rounding noise and call a difference
+    certain."""
+    return 1e-12 * max(1.0, *(abs(x) for x in of))
 
-    A table for df 1..30; beyond, the normal quantile with the Cornish-Fisher correction
-    z + (z^3 + z) / 4df + (5z^5 + 16z^3 + 3z) / 96df^2 (within 1e-4 of the exact value there,
-    and tending to the normal 1.96).
-    """
-    if df < 1:
-        raise ValueError(f'need at least 1 degree of freedom, got {df}')
-    if df <= len(T975):
-        return T975[df - 1]
-    z = Z975
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+def _flat(xs: list, of: list) -> bool:
+    """No spread in ``xs`` beyond the float rounding of the figures ``of``."""
+    return max(xs) - min(xs) <= _rounding(of)
 
 
 def summarize(values) -> dict:
@@ -48,12 +53,11 @@ def summarize(values) -> dict:
     n = len(xs)
     if n == 0:
         raise ValueError('no values to summarize')
-    mean = sum(xs) / n
     if n < 2:
-        return {'n': n, 'mean': mean, 'std': None, 'stderr': None, 'half_width': None, 'ci95': None}
-    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+        return {'n': n, 'mean': xs[0], 'std': None, 'stderr': None, 'half_width': None, 'ci95': None}
+    mean, std = _mean_sd(xs)
     stderr = std / math.sqrt(n)
-    half = t975(n - 1) * stderr
+    half = float(sp.t.ppf(0.975, n - 1)) * stderr
     return {'n': n, 'mean': mean, 'std': std, 'stderr': stderr, 'half_width': half, 'ci95': [mean - half, mean + half]}
 
 
@@ -146,85 +150,99 @@ def aggregate_claims(per_seed: dict) -> dict:
             for key, r in rows.items()}
 
 
-# --- two variants: Welch's t-test
+# --- two variants: paired by seed where they can be, Welch's test where they cannot
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
+TESTS = {'t': 'paired t-test', 'wilcoxon': 'Wilcoxon signed-rank test'}
+"""The tests of a paired comparison (``paired``'s ``test``), by the name ``agentrl compare --test`` takes."""
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+def paired(a, b, test: str = 't') -> dict:
+    """``b - a`` paired item by item (``a[i]`` and ``b[i]``: the same seed) -> dict.
 
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` > 0 degrees of freedom (any real df, as Welch's test needs)."""
-    if not df > 0:
-        raise ValueError(f'need df > 0, got {df}')
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))  # P(T > |t|)
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on ``t_cdf``, to 1e-10)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f'need 0 < p < 1, got {p}')
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2.0
-    while hi - lo > 1e-10:
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-    return (lo + hi) / 2.0
+    Keys: ``test`` (``TESTS[test]``), ``n`` (pairs), ``diff`` (mean of the differences), ``se`` (their std / sqrt(n)),
+    ``statistic`` (t, or Wilcoxon's W), ``df`` (n - 1; None for Wilcoxon), ``p`` (two-sided) and ``ci95``: the t
+    interval of the mean difference, diff +- t_{0.975, n-1} se, whichever test gives p (the interval
+    ``scipy.stats.ttest_rel`` gives; a signed-rank test has no interval for a mean). Pairing takes out what the two
+    variants share at a seed (its tasks, its weak base), so it tests the change against the spread of its effect
+    alone. With fewer than two pairs only ``diff`` is given. When every difference is the same there is no spread for
+    a t-test: p is None (the Wilcoxon test still has one unless every difference is zero)."""
+    if test not in TESTS:
+        raise ValueError(f'unknown test {test!r}; valid tests are {list(TESTS)}')
+    xs, ys = [float(v) for v in a], [float(v) for v in b]
+    if len(xs) != len(ys) or not xs:
+        raise ValueError(f'paired needs two lists of one value per seed, of equal length; got {len(xs)} and {len(ys)}')
+    d = [y - x for x, y in zip(xs, ys)]
+    diff = sum(d) / len(d)
+    out = {'test': TESTS[test], 'n': len(d), 'diff': diff, 'se': None, 'statistic': None, 'df': None, 'p': None,
+           'ci95': None}
+    if len(d) < 2:
+        return out
+    tol = _rounding(xs + ys)
+    ranked = [round(x / tol) * tol for x in d]  # differences within rounding of each other are ties, of 0 zeros
+    if _flat(d, xs + ys):  # no spread: the interval is a point, and only a rank test has a p
+        out.update(se=0.0, ci95=[diff, diff])
+    else:
+        r = sp.ttest_rel(ys, xs)
+        ci = r.confidence_interval(0.95)
+        out.update(se=_mean_sd(d)[1] / math.sqrt(len(d)), ci95=[float(ci.low), float(ci.high)])
+        if test == 't':
+            out.update(statistic=float(r.statistic), df=int(r.df), p=float(r.pvalue))
+    if test == 'wilcoxon' and any(ranked):  # zeros dropped (Wilcoxon's rule); exact, or every sign flip with ties
+        w = sp.wilcoxon(ranked)
+        out.update(statistic=float(w.statistic), p=float(w.pvalue))
+    return out
 
 
 def welch(a, b) -> dict:
-    """Difference of means ``mean(b) - mean(a)`` with Welch's unequal-variance t-test -> dict.
+    """Difference of means ``mean(b) - mean(a)`` of two unpaired samples with Welch's unequal-variance t-test -> dict.
 
-    Keys: ``diff``, ``se`` (sqrt(s_a^2/n_a + s_b^2/n_b)), ``t``, ``df`` (Welch-Satterthwaite), ``p`` (two-sided)
-    and ``ci95`` (diff +- t_{0.975, df} se). With fewer than two values on a side there is no spread to test
-    against: only ``diff`` is given (the rest None). With no spread on either side, a zero difference has
-    p = 1 and any other p = 0 (the formal limit; every seed agrees).
+    Keys as ``paired``'s: ``test`` ("Welch's t-test"), ``n`` ([n_a, n_b]), ``diff``, ``se`` (sqrt(s_a^2/n_a +
+    s_b^2/n_b)), ``statistic`` (t), ``df`` (Welch-Satterthwaite), ``p`` (two-sided) and ``ci95`` (diff +- t_{0.975, df}
+    se; ``scipy.stats.ttest_ind(equal_var=False)``). With fewer than two values on a side there is no spread to test
+    against: only ``diff`` is given. With no spread on either side the interval is the point ``diff`` and p is None.
     """
     xs, ys = [float(v) for v in a], [float(v) for v in b]
     if not xs or not ys:
         raise ValueError('welch needs values on both sides')
-    ma, mb = sum(xs) / len(xs), sum(ys) / len(ys)
-    out = {'diff': mb - ma, 'se': None, 't': None, 'df': None, 'p': None, 'ci95': None}
+    diff = sum(ys) / len(ys) - sum(xs) / len(xs)
+    out = {'test': "Welch's t-test", 'n': [len(xs), len(ys)], 'diff': diff, 'se': None, 'statistic': None,
+           'df': None, 'p': None, 'ci95': None}
     if len(xs) < 2 or len(ys) < 2:
         return out
-    va = sum((x - ma) ** 2 for x in xs) / (len(xs) - 1) / len(xs)  # squared standard errors
-    vb = sum((y - mb) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
-    se = math.sqrt(va + vb)
-    if se == 0.0:
-        return {**out, 'se': 0.0, 'p': 1.0 if mb == ma else 0.0, 'ci95': [mb - ma, mb - ma]}
-    df = (va + vb) ** 2 / ((va ** 2 / (len(xs) - 1) if va else 0.0) + (vb ** 2 / (len(ys) - 1) if vb else 0.0))
-    t = (mb - ma) / se
-    q = t_quantile(0.975, df)
-    return {**out, 'se': se, 't': t, 'df': df, 'p': min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df))),
-            'ci95': [mb - ma - q * se, mb - ma + q * se]}
+    if _flat(xs, xs + ys) and _flat(ys, xs + ys):
+        return {**out, 'se': 0.0, 'ci95': [diff, diff]}
+    with warnings.catch_warnings():  # one side with no spread is a variance term of 0, not a loss of precision
+        warnings.filterwarnings('ignore', 'Precision loss occurred', RuntimeWarning)
+        r = sp.ttest_ind(ys, xs, equal_var=False)
+    ci = r.confidence_interval(0.95)
+    se = math.sqrt(_mean_sd(xs)[1] ** 2 / len(xs) + _mean_sd(ys)[1] ** 2 / len(ys))
+    return {**out, 'se': se, 'statistic': float(r.statistic), 'df': float(r.df), 'p': float(r.pvalue),
+            'ci95': [float(ci.low), float(ci.high)]}
+
+
+def versus(a: dict, b: dict, test: str = 't') -> dict:
+    """Variant ``b`` against ``a``, each ``{seed: value}`` -> ``paired`` on the seeds both have when they share two or
+    more (each side's other seeds left out of the test), else ``welch`` on all their values; the result's ``seeds``
+    are the seeds paired (empty for Welch's test)."""
+    shared = [s for s in a if s in b]
+    if len(shared) >= 2:
+        return {**paired([a[s] for s in shared], [b[s] for s in shared], test), 'seeds': shared}
+    if test not in TESTS:
+        raise ValueError(f'unknown test {test!r}; valid tests are {list(TESTS)}')
+    return {**welch(list(a.values()), list(b.values())), 'seeds': []}
+
+
+def holm(ps) -> list:
+    """Holm's step-down adjustment of p-values for the number m of them (None: no test, not counted) -> the adjusted
+    p-values in the same order.
+
+    Sorted ascending, the k-th smallest (k from 1) becomes min(1, (m - k + 1) p_(k)), raised to the largest value
+    before it so the order is kept. Rejecting where the adjusted p < 0.05 keeps the chance of any false rejection
+    among the m at most 0.05, whatever their dependence (Holm 1979); Bonferroni's m p_(k) for all k rejects less.
+    """
+    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])
+    out, running = [None] * len(ps), 0.0
+    for k, i in enumerate(idx):
+        running = max(running, min(1.0, (len(idx) - k) * ps[i]))
+        out[i] = running
+    return out

@@ -10,7 +10,7 @@ through :class:`~agentrl.experiments.chapter15.chapter.Chapter15` (so every seed
   finding (its band, docs/bands.md), its hold rate over seeds; the seeds, per-seed times and failures; the
   effective config, the overrides and the provenance (version, commit, torch, CPU);
 - ``DIR/sweep.md``: the chapter's tables as mean +- CI half-width beside the chapter's own
-  single-seed figures, and the findings sorted by hold rate, lowest first;
+  single-seed figures, and the findings sorted by hold rate, lowest first, each with its 95% Wilson interval;
 - ``DIR/fig15_3_recipes_ci.png``: the four recipes' mean curves with their CI bands.
 
 ``--set KEY=VALUE`` and ``--config FILE.toml`` change settings as for ``reproduce`` (see
