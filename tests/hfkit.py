@@ -103,3 +103,28 @@ def tiny_llama_folder(folder, max_positions: int = 1024):
     LlamaForCausalLM(cfg).save_pretrained(str(folder))
     tk.save_pretrained(str(folder))
     return folder
+
+
+SMOKE_SETS = ('sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'weak_steps=2', 'rft_samples=2',
+              'hack_rounds=1', 'dtype=fp32', 'device=cpu')
+"""The ``--set`` keys that, with ``--smoke``, run the chapter on a tiny Llama in about half a minute."""
+
+
+def tiny_pretrained_run(base):
+    """``agentrl reproduce --policy FOLDER --smoke`` on a tiny Llama model folder (``tiny_llama_folder``), run once per
+    test session in ``base`` and shared by the tests that read a pretrained run (none writes into it) -> (run folder,
+    model folder, exit code, what it printed)."""
+    import contextlib
+    import io
+    import json
+    run, model, saved = base / 'run', base / 'tiny-llama', base / 'printed.json'
+    if not saved.is_file():
+        from agentrl.cli import main
+        tiny_llama_folder(model, max_positions=1024)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            rc = main(['reproduce', '--policy', str(model), '--smoke', *[a for k in SMOKE_SETS for a in ('--set', k)],
+                       '--jobs', '1', '--threads', '1', '--out', str(run)])
+        saved.write_text(json.dumps({'rc': rc, 'printed': printed.getvalue()}))
+    done = json.loads(saved.read_text())
+    return run, model, done['rc'], done['printed']

@@ -14,7 +14,7 @@ pytest.importorskip('peft', reason="LoRA needs peft (pip install -e '.[pretraine
 import agentrl as arl  # noqa: E402
 from agentrl.policies.pretrained import load_pretrained  # noqa: E402
 
-from hfkit import tiny_llama_folder  # noqa: E402
+from hfkit import SMOKE_SETS, tiny_llama_folder, tiny_pretrained_run  # noqa: E402
 
 
 @pytest.fixture(scope='module')
@@ -40,14 +40,10 @@ def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_own
     assert torch.equal(emb(a), before) and not torch.equal(emb(full), before)  # training one never moves another
 
 
-def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tiny_folder, tmp_path, capsys):
+def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tmp_path_factory, tmp_path, capsys):
     from agentrl.cli import main
-    out = tmp_path / 'run'
-    small = ['sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'weak_steps=2', 'rft_samples=2', 'hack_rounds=1',
-             'dtype=fp32', 'device=cpu']
-    rc = main(['reproduce', '--policy', str(tiny_folder), '--smoke', *[a for k in small for a in ('--set', k)],
-               '--jobs', '1', '--threads', '1', '--out', str(out)])
-    printed = ' '.join(capsys.readouterr().out.split())  # a narrow console wraps lines
+    out, tiny_folder, rc, printed = tiny_pretrained_run(tmp_path_factory.getbasetemp() / 'tiny_pretrained_run')
+    printed = ' '.join(printed.split())  # a narrow console wraps lines
     assert rc == 0
     assert 'LoRA rank 4' in (out / 'transcript.txt').read_text().splitlines()[1]
     assert 'LoRA rank 4' in printed and 'Chapter 15 claims on' in printed and 'claims hold' in printed
@@ -70,7 +66,7 @@ def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tin
     assert report.startswith(f'# Chapter 15, reproduced, policy {tiny_folder} (seed shift 0)')
     assert 'findings hold' not in report and "are not the verdict for a pretrained model" in report
     # an exercise from that run takes its policy (and refuses another)
-    sets = ['--smoke', *[a for k in small for a in ('--set', k)]]
+    sets = ['--smoke', *[a for k in SMOKE_SETS for a in ('--set', k)]]
     rc = main(['exercise', '1', '--from', str(out), *sets, '--quiet', '--out', str(tmp_path / 'ex1')])
     assert rc == 0 and 'answers' in json.loads((tmp_path / 'ex1' / 'results.json').read_text())
     capsys.readouterr()

@@ -68,8 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .experiments.cli import add_commands
     add_commands(sub)
-    from .integrations.export import add_parser as add_export  # agentrl export: episodes as chat JSON Lines
-    add_export(sub)
     return p
 
 

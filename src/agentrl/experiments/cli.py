@@ -1,4 +1,5 @@
-"""Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``, ``compare``, ``report``, ``show``."""
+"""Subcommands backed by the experiments package: ``reproduce``, ``bench``, ``sweep``, ``exercise``, ``compare``,
+``claims``, ``report``, ``show``, ``export``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -177,3 +178,7 @@ def add_commands(sub):
     show.add_argument('--env', default=DEFAULT, metavar='ENV', help=f'the environment of the oracle demo (no DIR): '
                       f'{ENV_HELP}')
     show.set_defaults(func=_show)
+
+    # agentrl export: a run's episodes as chat JSON Lines, any policy (arguments and code in export_command.py)
+    from .export_command import add_parser as add_export
+    add_export(sub)

@@ -11,16 +11,24 @@ as JSON Lines in the conversational format of Hugging Face trainers and ``datase
   "reward_rejected", "task"}``: full conversations sharing their user message (the implicit-prompt
   preference format).
 
-Reading a file back through a chat renderer (``read_episodes``) gives the run's ids exactly: the
-word-level layout is itself a chat template (``hf.WORD_TEMPLATE``), so
-``hf.word_renderer(tok)`` renders the messages token for token as the run did.
-Writing needs nothing beyond agentrl; reading back needs the ``hf`` extra.
+A run of a pretrained policy (``agentrl reproduce --policy smollm2``, a model folder, a ``.gguf`` file) rendered its
+episodes through the model's own chat template (``chat.ChatRenderer``): its records hold the messages that
+template rendered, the environment's calls described first (``ChatRenderer.description``: a ``system`` message, or
+the record's ``tools`` where the template renders ``tools=``), its prompt and replies as ``readable`` text (BugFix's
+``read`` reply as Python source). Every text is decoded from the run's own ids.
+
+Reading a file back through a chat renderer (``read_episodes``) gives the run's ids: the word-level layout is
+itself a chat template (``hf.WORD_TEMPLATE``), so ``hf.word_renderer(tok)`` renders the messages token for token as
+the run did, and a pretrained policy's renderer renders them as its template does (``check_round_trip``). A text
+cannot hold one thing: a call a model wrote in other tokens than its tokenizer's encoding of the same text
+(a model is free to spell ``read`` as ``re`` + ``ad``) reads back as the tokenizer's encoding; the check counts
+those episodes apart. Writing needs nothing beyond agentrl; reading back needs the ``hf`` extra.
+The command itself, which finds a run's renderer, is ``experiments/export_command.py``.
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from ..rendering.owners import OWNER
@@ -35,11 +43,24 @@ def _decode(renderer, ids) -> str:
     return ' '.join(renderer.tok.vocab[i] for i in ids)
 
 
-def trajectory_messages(traj, tok) -> list[dict]:
-    """The conversation of a rendered episode, read off its owners and turns: user prompt, then each call
-    (assistant; ``"end_of_turn": false`` when the call has no stop token) and its reply (tool)."""
+def _preamble(renderer, env) -> tuple[list, list | None]:
+    """What comes before an episode's prompt as chat data -> (messages, tools): ``env``'s calls as the chat renderer
+    described them (``ChatRenderer.description``); nothing without ``env`` (the word-level layout)."""
+    return renderer.description(env) if env is not None else ([], None)
+
+
+def trajectory_messages(traj, tok, env=None) -> list[dict]:
+    """The conversation of a rendered episode, read off its owners and turns: the description of ``env``'s calls
+    where the chat renderer ``tok`` put it in a system message (``env``: the environment the episode was played
+    in; None for a word-level run, which describes nothing), the user prompt, then each call (assistant;
+    ``"end_of_turn": false`` when the call has no stop token) and its reply (tool)."""
     from ..rendering.protocols import as_renderer
     renderer = as_renderer(tok)
+    return _preamble(renderer, env)[0] + _conversation(traj, renderer)
+
+
+def _conversation(traj, renderer) -> list[dict]:
+    """The user prompt, each call and each reply of ``traj``, decoded from its ids."""
     ids, owner, turn = traj.ids.tolist(), traj.owner.tolist(), traj.turn.tolist()
     messages = [{'role': 'user', 'content': _decode(renderer, [i for i, o in zip(ids, owner) if o == _PROMPT])}]
     for k in range(1, max(turn) + 1):
@@ -54,18 +75,28 @@ def trajectory_messages(traj, tok) -> list[dict]:
     return messages
 
 
-def episode_record(traj, tok, source: str | None = None) -> dict:
-    rec = {'messages': trajectory_messages(traj, tok), 'reward': float(traj.reward),
-           'turn_rewards': list(traj.turn_rewards), 'info': dict(traj.info)}
+def episode_record(traj, tok, source: str | None = None, env=None) -> dict:
+    """One line of ``episodes.jsonl``: ``messages`` (``trajectory_messages``), ``tools`` where the template rendered
+    the calls as tools, the return, each call's reward, the environment's ``info`` and ``source``."""
+    from ..rendering.protocols import as_renderer
+    renderer = as_renderer(tok)
+    first, tools = _preamble(renderer, env)
+    rec = {'messages': first + _conversation(traj, renderer), **({'tools': tools} if tools else {}),
+           'reward': float(traj.reward), 'turn_rewards': list(traj.turn_rewards), 'info': dict(traj.info)}
     if source is not None:
         rec['source'] = source
     return rec
 
 
-def pair_record(chosen, rejected, tok) -> dict:
-    return {'chosen': trajectory_messages(chosen, tok), 'rejected': trajectory_messages(rejected, tok),
-            'reward_chosen': float(chosen.reward), 'reward_rejected': float(rejected.reward),
-            'task': chosen.info.get('task')}
+def pair_record(chosen, rejected, tok, env=None) -> dict:
+    """One line of ``pairs.jsonl``: both conversations (sharing their messages up to the first call), ``tools`` as
+    ``episode_record``, both returns and the task."""
+    from ..rendering.protocols import as_renderer
+    renderer = as_renderer(tok)
+    first, tools = _preamble(renderer, env)
+    return {'chosen': first + _conversation(chosen, renderer), 'rejected': first + _conversation(rejected, renderer),
+            **({'tools': tools} if tools else {}), 'reward_chosen': float(chosen.reward),
+            'reward_rejected': float(rejected.reward), 'task': chosen.info.get('task')}
 
 
 def _write_jsonl(path: Path, records) -> int:
@@ -98,14 +129,23 @@ def run_tokenizer(run):
                      '`agentrl reproduce`?')
 
 
-def run_trajectories(run) -> tuple[dict, list]:
-    """A reproduce folder's saved episodes -> ({source name: trajectories}, [(chosen, rejected)])."""
-    from ..rendering.trajio import load_trajectories
+def episode_files(run) -> list[Path]:
+    """A reproduce folder's episode files (``RUN/episodes/*.json``, the DPO pairs' included); ValueError naming what
+    is missing when it has none."""
     folder = Path(run) / 'episodes'
     if not folder.is_dir():
         raise ValueError(f'{run} has no episodes/ folder: is it a folder written by `agentrl reproduce`?')
+    files = sorted(folder.glob('*.json'))
+    if not files:
+        raise ValueError(f'{folder} holds no episode files (*.json): a run writes them when it ends')
+    return files
+
+
+def run_trajectories(run) -> tuple[dict, list]:
+    """A reproduce folder's saved episodes -> ({source name: trajectories}, [(chosen, rejected)])."""
+    from ..rendering.trajio import load_trajectories
     episodes, pairs = {}, []
-    for path in sorted(folder.glob('*.json')):
+    for path in episode_files(run):
         trajs = load_trajectories(path)
         if path.stem == 'dpo_pairs':
             pairs = list(zip(trajs[0::2], trajs[1::2]))
@@ -114,80 +154,79 @@ def run_trajectories(run) -> tuple[dict, list]:
     return episodes, pairs
 
 
-def export_run(run, out=None, tok=None, fmt: str = 'chat-jsonl') -> dict:
+def export_run(run, out=None, tok=None, fmt: str = 'chat-jsonl', env=None) -> dict:
     """Write ``run``'s episodes and DPO pairs as chat JSON Lines into ``out`` (default ``RUN/export``)
-    -> {'episodes': path, 'pairs': path, 'n_episodes': n, 'n_pairs': m}."""
+    -> {'episodes': path, 'pairs': path, 'n_episodes': n, 'n_pairs': m}.
+
+    ``tok``: what the run rendered its episodes with: its word-level tokenizer (default: the one its checkpoints
+    hold, ``run_tokenizer``) or a pretrained policy's ``ChatRenderer``, with ``env`` the environment whose calls it
+    described (``export_command.run_renderer`` finds both from the run's ``results.json``)."""
     if fmt not in FORMATS:
         raise ValueError(f'unknown format {fmt!r}; valid formats are {list(FORMATS)}')
     episodes, pairs = run_trajectories(run)
     tok = tok if tok is not None else run_tokenizer(run)
     out = Path(out) if out is not None else Path(run) / 'export'
     ep_path, pair_path = out / 'episodes.jsonl', out / 'pairs.jsonl'
-    n_ep = _write_jsonl(ep_path, (episode_record(t, tok, name) for name, trajs in episodes.items() for t in trajs))
-    n_pairs = _write_jsonl(pair_path, (pair_record(c, r, tok) for c, r in pairs))
+    n_ep = _write_jsonl(ep_path, (episode_record(t, tok, name, env) for name, trajs in episodes.items() for t in trajs))
+    n_pairs = _write_jsonl(pair_path, (pair_record(c, r, tok, env) for c, r in pairs))
     return {'episodes': ep_path, 'pairs': pair_path, 'n_episodes': n_ep, 'n_pairs': n_pairs}
 
 
 def read_episodes(path, renderer) -> list:
-    """Render every record of an ``episodes.jsonl`` through ``renderer`` (e.g. a ``ChatRenderer``)."""
-    return [renderer.render_messages(rec['messages'], rec.get('reward', 0.0), rec.get('info'), rec.get('turn_rewards'))
-            for rec in read_jsonl(path)]
+    """Render every record of an ``episodes.jsonl`` through ``renderer`` (a ``ChatRenderer``) -> trajectories."""
+    return [renderer.render_messages(rec['messages'], rec.get('reward', 0.0), rec.get('info'), rec.get('turn_rewards'),
+                                     tools=rec.get('tools')) for rec in read_jsonl(path)]
 
 
 def read_pairs(path, renderer) -> list[tuple]:
     """Render every record of a ``pairs.jsonl`` -> [(chosen, rejected)] trajectories."""
-    return [(renderer.render_messages(rec['chosen'], rec.get('reward_chosen', 0.0)),
-             renderer.render_messages(rec['rejected'], rec.get('reward_rejected', 0.0))) for rec in read_jsonl(path)]
+    return [(renderer.render_messages(rec['chosen'], rec.get('reward_chosen', 0.0), tools=rec.get('tools')),
+             renderer.render_messages(rec['rejected'], rec.get('reward_rejected', 0.0), tools=rec.get('tools')))
+            for rec in read_jsonl(path)]
+
+
+def _spans(traj) -> list[tuple]:
+    """A trajectory as its runs of tokens of one owner and turn -> [(owner, turn, ids)]."""
+    out = []
+    for i, o, k in zip(traj.ids.tolist(), traj.owner.tolist(), traj.turn.tolist()):
+        if out and out[-1][:2] == (o, k):
+            out[-1][2].append(i)
+        else:
+            out.append((o, k, [i]))
+    return out
+
+
+def same_ids(a, b) -> bool:
+    """Whether two trajectories hold the same ids, owners and turns."""
+    return a.ids.tolist() == b.ids.tolist() and a.owner.tolist() == b.owner.tolist() and a.turn.tolist() == b.turn.tolist()
+
+
+def same_text(a, b, renderer) -> bool:
+    """Whether ``b`` differs from ``a`` at most inside calls that decode to the same text: a call the model wrote in
+    other tokens than ``renderer``'s encoding of its text, which the text read back cannot tell apart."""
+    sa, sb = _spans(a), _spans(b)
+    return [s[:2] for s in sa] == [s[:2] for s in sb] and all(
+        x == y or (o == _POLICY and renderer.decode(x) == renderer.decode(y)) for (o, _, x), (_, _, y) in zip(sa, sb))
 
 
 def check_round_trip(run, written: dict, tok=None) -> dict:
-    """Re-render the exported files through ``hf.word_renderer(tok)`` and compare ids, owners
-    and turns with the run's own trajectories -> counts of identical episodes and pairs."""
-    import torch
-
+    """Re-render the exported files through the chat renderer of ``tok`` (a word-level tokenizer, default the run's:
+    ``hf.word_renderer(tok)``; or a pretrained policy's ``ChatRenderer``, itself) and compare ids, owners and turns
+    with the run's own trajectories -> counts of identical episodes and pairs, and of the others, those that differ
+    only inside calls of the same text (``same_text``: ``episodes_respelled``, ``pairs_respelled``)."""
     from ..policies.hf import word_renderer
-    renderer = word_renderer(tok if tok is not None else run_tokenizer(run))
+    tok = tok if tok is not None else run_tokenizer(run)
+    renderer = tok if hasattr(tok, 'render_messages') else word_renderer(tok)
     episodes, pairs = run_trajectories(run)
     originals = [t for trajs in episodes.values() for t in trajs]
-
-    def same(a, b):
-        return torch.equal(a.ids, b.ids) and torch.equal(a.owner, b.owner) and torch.equal(a.turn, b.turn)
-
     again = read_episodes(written['episodes'], renderer)
     again_pairs = read_pairs(written['pairs'], renderer)
-    return {'episodes': len(originals), 'episodes_identical': sum(map(same, originals, again)) if
-            len(again) == len(originals) else 0,
-            'pairs': len(pairs), 'pairs_identical': sum(same(c, c2) and same(r, r2) for (c, r), (c2, r2) in
-                                                        zip(pairs, again_pairs)) if len(again_pairs) == len(pairs) else 0}
-
-
-def main(args) -> int:
-    """``agentrl export RUN --format chat-jsonl [--out DIR] [--no-check]``."""
-    try:
-        written = export_run(args.run, args.out, fmt=args.format)
-    except ValueError as e:  # not a run folder, or a damaged one: say so, like the other subcommands
-        print(f'agentrl export: error: {e}', file=sys.stderr)
-        return 2
-    print(f"wrote {written['n_episodes']} episodes to {written['episodes']} and {written['n_pairs']} preference "
-          f"pairs to {written['pairs']}")
-    if not args.no_check:
-        try:
-            res = check_round_trip(args.run, written)
-        except ImportError as e:
-            print(f'round-trip check skipped: {e}')
-            return 0
-        print(f"re-rendered through the chat renderer: {res['episodes_identical']} of {res['episodes']} episodes and "
-              f"{res['pairs_identical']} of {res['pairs']} pairs give identical ids")
-        if res['episodes_identical'] != res['episodes'] or res['pairs_identical'] != res['pairs']:
-            return 1
-    return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser('export', help="write a run's episodes and DPO pairs as chat JSON Lines for other trainers")
-    p.add_argument('run', help='a reproduction folder (what `agentrl reproduce --out` wrote)')
-    p.add_argument('--format', default='chat-jsonl', choices=FORMATS, help='output format (default chat-jsonl)')
-    p.add_argument('--out', default=None, help='output folder (default RUN/export)')
-    p.add_argument('--no-check', action='store_true',
-                   help="don't re-render the written files through the chat renderer to check the ids")
-    p.set_defaults(func=main)
+    text = lambda a, b: same_text(a, b, renderer)  # noqa: E731
+    ep = list(zip(originals, again)) if len(again) == len(originals) else []
+    pr = list(zip(pairs, again_pairs)) if len(again_pairs) == len(pairs) else []
+    ep_same = [same_ids(a, b) for a, b in ep]
+    pr_same = [same_ids(c, c2) and same_ids(r, r2) for (c, r), (c2, r2) in pr]
+    return {'episodes': len(originals), 'episodes_identical': sum(ep_same),
+            'episodes_respelled': sum(not s and text(a, b) for s, (a, b) in zip(ep_same, ep)),
+            'pairs': len(pairs), 'pairs_identical': sum(pr_same),
+            'pairs_respelled': sum(not s and text(c, c2) and text(r, r2) for s, ((c, r), (c2, r2)) in zip(pr_same, pr))}

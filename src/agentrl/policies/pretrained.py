@@ -10,6 +10,9 @@
 - a ``.gguf`` file, which ``transformers`` dequantizes into a float32 model (it reads the GGUF architectures
   ``transformers`` supports; its tokenizer and chat template come from the file).
 
+``load_tokenizer(source)`` -> its tokenizer and chat template alone, no weights read: what renders its episodes
+(``agentrl export`` of a run on it).
+
 A GGUF file is converted once and the result kept as a model folder in ``cache_dir()`` (``$AGENTRL_CACHE``, else
 ``~/.cache/agentrl``): a later load takes a second instead of a minute. Nothing is ever downloaded. Each failure is
 one line naming what is missing: the package or extra and the command that installs it, a folder without a
@@ -85,11 +88,17 @@ def gguf_architecture(path: Path) -> str:
     return bytes(field.parts[field.data[0]]).decode()
 
 
-def converted(path: Path, quiet: bool = False) -> Path:
-    """The model folder a GGUF file converts to, converting it (once) into ``cache_dir()``."""
+def converted_folder(path: Path) -> Path:
+    """Where the model folder a GGUF file converts to is kept in ``cache_dir()`` (converted or not yet): one folder per
+    file, its path, size and time of change."""
     stat = path.stat()
     key = hashlib.sha256(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}'.encode()).hexdigest()[:12]
-    folder = cache_dir() / 'models' / f'{path.stem}-{key}'
+    return cache_dir() / 'models' / f'{path.stem}-{key}'
+
+
+def converted(path: Path, quiet: bool = False) -> Path:
+    """The model folder a GGUF file converts to, converting it (once) into ``cache_dir()``."""
+    folder = converted_folder(path)
     if (folder / 'config.json').is_file():
         return folder
     needs('transformers', 'gguf', 'accelerate')
@@ -121,6 +130,28 @@ def converted(path: Path, quiet: bool = False) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)  # a whole folder or none: an interrupted conversion leaves nothing half-written
     return folder
+
+
+def load_tokenizer(source):
+    """The tokenizer (and chat template) of a pretrained model, without its weights: what renders its episodes
+    (``ChatRenderer(load_tokenizer(source))`` is the renderer ``load_pretrained(source).renderer()`` gives). A GGUF
+    file's comes from the model folder it was converted to when there is one, else from the file itself (its
+    metadata only: nothing is converted). PretrainedError naming what is missing, as ``load_pretrained``."""
+    needs('transformers')
+    path = resolve_source(source)
+    gguf = None
+    if path.is_file():
+        folder = converted_folder(path)
+        path, gguf = (folder, None) if (folder / 'config.json').is_file() else (path.parent, path.name)
+        if gguf is not None:
+            needs('gguf')
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    try:
+        return AutoTokenizer.from_pretrained(str(path), **({'gguf_file': gguf} if gguf else {}))
+    finally:
+        hf_logging.enable_progress_bar()
 
 
 def load_pretrained(source, dtype: str = 'auto', device: str = 'auto', lora_rank: int = 0, lora_alpha=None,

@@ -16,9 +16,10 @@ So ``action_mask`` is 1 exactly on each assistant message's content and its end-
 A language model is told what it may do, and reads text as a person writes it (``envs.calls``). An episode of
 an environment that describes its ``calls`` starts with that description where the template expects it: the
 template's own ``tools=`` where it renders tools, else a ``system`` message (``describe``); its tokens are
-``template``, the same in every episode of the environment. Its prompt and replies are rendered as its
-``readable`` text (BugFix's ``read`` as Python source); what the environment receives and records is
-unchanged.
+``template``, the same in every episode of the environment; ``description(env)`` is the same as chat data hold it
+(that system message, or the ``tools`` schemas), which ``render_messages`` renders back. Its prompt and replies are
+rendered as its ``readable`` text (BugFix's ``read`` as Python source); what the environment receives and records
+is unchanged.
 
 Token in, token out: a sampled call's ids are kept as sampled, never re-tokenised from its text;
 only the prompt, the replies and the template are tokenised. When the sampled ids are the
@@ -202,21 +203,41 @@ class ChatRenderer:
         if not calls:
             return self.head
         if calls not in self._heads:
-            self._heads[calls] = self._describe_head(calls)
+            if self.describe == 'system' and self.system_pieces is None:
+                raise ValueError("the chat template renders no system message, so the environment's calls cannot be "
+                                 "described in one; pass describe='none' (or a template with a system role)")
+            system, tools = self.description(env)
+            self._heads[calls] = self._head(system[0]['content'] if system else None, tools)
         return self._heads[calls]
 
-    def _describe_head(self, calls) -> list[int]:
+    def description(self, env) -> tuple[list, list | None]:
+        """How an episode of ``env`` describes its calls, as chat data holds it -> (messages before the prompt,
+        ``tools``): ``[system message]`` where ``describe`` is ``'system'``, the JSON schemas the template's
+        ``tools=`` takes where it is ``'tools'``; neither when the environment describes no calls or it is
+        ``'none'``. ``render_messages(description + conversation, tools=tools)`` starts with ``header(env)``."""
+        calls = env_calls(env) if env is not None and self.describe != 'none' else ()
+        if not calls:
+            return [], None
         if self.describe == 'tools':
-            text = self.render_text([{'role': 'user', 'content': _SENTINELS[0]}], tools=tool_schemas(calls))
+            return [], tool_schemas(calls)
+        return [{'role': 'system', 'content': describe_calls(calls)}], None
+
+    def _head(self, system: str | None = None, tools=None) -> list[int]:
+        """The ids before the prompt: the template's header with a system message's content and ``tools`` (the
+        schemas ``tools=`` takes, rendered where the template puts them); the bare header with neither."""
+        if tools:
+            first = [{'role': 'system', 'content': system}] if system is not None else []
+            text = self.render_text(first + [{'role': 'user', 'content': _SENTINELS[0]}], tools=tools)
             if text.count(_SENTINELS[0]) != 1:
                 raise ValueError('the chat template renders the prompt more than once beside tools=; use '
                                  "describe='system'")
             return self.encode(text.split(_SENTINELS[0])[0])
+        if system is None:
+            return self.head
         if self.system_pieces is None:
-            raise ValueError("the chat template renders no system message, so the environment's calls cannot be "
-                             "described in one; pass describe='none' (or a template with a system role)")
+            raise ValueError('the chat template renders no system message')
         before, between = self.system_pieces
-        return before + self.encode(describe_calls(calls)) + between
+        return before + self.encode(system) + between
 
     def _check_probe(self):
         prompt, *rest = _PROBE
@@ -281,23 +302,22 @@ class ChatRenderer:
         return self.decode(ids)
 
     # --- messages <-> trajectories
-    def render_messages(self, messages, reward: float = 0.0, info: dict | None = None, turn_rewards=None) -> Trajectory:
+    def render_messages(self, messages, reward: float = 0.0, info: dict | None = None, turn_rewards=None,
+                        tools=None) -> Trajectory:
         """Render a conversation (an optional system message, user, then assistant / tool alternating) -> Trajectory
-        with owners (the system message's tokens are ``template``, as an environment's description is).
+        with owners (the system message's tokens are ``template``, as an environment's description is; so are
+        ``tools``, the schemas the template's ``tools=`` takes, where it renders them).
 
         An assistant message with ``"end_of_turn": false`` is rendered without its end-of-turn marker
         (a call cut at the length limit, as ``export`` writes it). ``reward`` is the return; ``turn_rewards``
         (optional) each call's reward (without it the return is paid at the last call)."""
         messages = list(messages)
-        head = None
+        system = None
         if messages and messages[0].get('role') == 'system':
-            if self.system_pieces is None:
-                raise ValueError('the chat template renders no system message')
-            before, between = self.system_pieces
-            head, messages = before + self.encode(messages[0]['content']) + between, messages[1:]
+            system, messages = messages[0]['content'], messages[1:]
         if not messages or messages[0].get('role') != 'user':
             raise ValueError('an episode starts with the user message (the task prompt), after an optional system one')
-        ep = ChatEpisode(self, self.head if head is None else head)
+        ep = ChatEpisode(self, self._head(system, tools))
         ep.prompt(messages[0]['content'])
         expect = 'assistant'
         for k, m in enumerate(messages[1:], start=1):
