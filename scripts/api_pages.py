@@ -120,7 +120,7 @@ GROUPS = [
      '`rollout_func` (agentrl\'s engine plays the episodes through any chat template or a word-level vocabulary); '
      '`trl_monitors` logs the chapter\'s monitors TRL does not. '
      'Needs the `trl` extra. See [Training at scale with TRL](trl.md).',
-     ['agentrl.integrations.trl'],
+     ['agentrl.integrations.trl', 'agentrl.integrations.trl_rollout'],
      ['trl_environment', 'trl_rollout', 'trl_monitors']),
 ]
 

@@ -91,16 +91,22 @@ def bpe_tokenizer(style: str, vocab_size: int = 512, corpus: str = 'bugfix'):
     return tok
 
 
-def tiny_llama_folder(folder, max_positions: int = 1024):
-    """A random Llama (hidden 32, 2 layers) saved in ``folder`` as a model folder with its ChatML BPE tokenizer: what
-    ``pretrained.load_pretrained`` reads, nothing downloaded."""
+def tiny_llama(max_positions: int = 1024, seed: int = 0):
+    """A random Llama (hidden 32, 2 layers, grouped key/value heads) on the ChatML BPE tokenizer -> (model, tokenizer)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     tk = bpe_tokenizer('chatml')
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(tk), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions)
-    LlamaForCausalLM(cfg).save_pretrained(str(folder))
+    return LlamaForCausalLM(cfg), tk
+
+
+def tiny_llama_folder(folder, max_positions: int = 1024):
+    """``tiny_llama`` saved in ``folder`` as a model folder with its tokenizer: what ``pretrained.load_pretrained``
+    reads, nothing downloaded."""
+    model, tk = tiny_llama(max_positions)
+    model.save_pretrained(str(folder))
     tk.save_pretrained(str(folder))
     return folder
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -81,6 +82,18 @@ def test_policy_protocol(tok):
         logits = model(torch.randint(tok.vocab_size, (3, 7)))
         assert logits.shape == (3, 7, tok.vocab_size)
     assert isinstance(arl.TinyAgent(tok.vocab_size, **SMALL), Policy)
+
+
+def test_vocab_size_is_read_from_the_config_where_a_weight_is_an_empty_shard(tok):
+    """Under DeepSpeed ZeRO-3 a weight outside its gather has no rows; the config says the vocabulary's size."""
+    policy = small_policy('llama', tok)
+    head = policy.model.get_output_embeddings()
+    rows = head.weight.shape[0]
+    head.weight = torch.nn.Parameter(torch.empty(0))  # what a ZeRO-3 shard looks like from outside its gather
+    assert policy.vocab_size == tok.vocab_size == rows
+    head.weight = torch.nn.Parameter(torch.zeros(rows + 3, 1))
+    policy.model.config = SimpleNamespace(model_type='llama')  # a config that does not say: the output layer's rows
+    assert policy.vocab_size == rows + 3
 
 
 def test_word_tokenizer_keeps_our_ids(tok, oracle_demos):

@@ -116,8 +116,10 @@ class Spy:
             out = spy.original(trainer, inputs)
             n = len(inputs)
             spy.steps.append({
+                'prompt_ids': out['prompt_ids'], 'prompt_mask': out['prompt_mask'],
                 'completion_ids': out['completion_ids'], 'completion_mask': out['completion_mask'],
-                'tool_mask': out.get('tool_mask'), 'envs': [e._env for e in trainer.environments or ()],
+                'tool_mask': out.get('tool_mask'), 'logprobs': out.get('sampling_per_token_logps'),
+                'envs': [e._env for e in trainer.environments or ()],
                 'adapters': [(list(e.episode.calls), list(e.episode.replies)) for e in trainer.environments or ()],
                 'completions': list(trainer._logs['completion'])[-n:],
                 'rewards': {k: list(v)[-n:] for k, v in trainer._logs['rewards'].items()}})
@@ -180,7 +182,7 @@ def test_an_environment_without_calls_gets_one_method_taking_the_calls_text():
     assert env.call(text='switch  red') == 'the red lamp is on' and env.episode.calls == ['switch red']
 
 
-def test_a_verb_trl_reserves_is_renamed_and_an_environment_error_surfaces_at_scoring():
+def test_a_verb_trl_reserves_is_renamed_and_on_env_error_raise_stops_training_at_scoring():
     class Odd(Lamps):
         calls = (arl.Call('reset', 'start again'), arl.Call('episode', 'show the episode'),
                  arl.Call('switch', 'switch a lamp on', (arl.Arg('lamp', 'it'),)))
@@ -190,7 +192,7 @@ def test_a_verb_trl_reserves_is_renamed_and_an_environment_error_surfaces_at_sco
                 raise RuntimeError('broken')
             return super().act(verb, args)
 
-    Env, _ = arl.trl_environment(Odd, TASKS)
+    Env, _ = arl.trl_environment(Odd, TASKS, on_env_error='raise')
     assert sorted(m.__name__ for m in tool_methods(Env)) == ['call_episode', 'call_reset', 'switch']
     env = Env()
     env.reset(task='red')
@@ -367,7 +369,7 @@ def test_rollout_func_trains_on_the_policys_tokens_of_episodes_the_environment_p
 
 
 def test_episode_record_splits_agentrls_trajectory_at_the_first_call():
-    from agentrl.integrations.trl import episode_record
+    from agentrl.integrations.trl_rollout import episode_record
     word = arl.build_tokenizer(TASKS, env=Lamps)
     traj = arl.scripted_rollout(Oracle(), Lamps(), TASKS[2], word)
     rec = episode_record(traj)
@@ -379,17 +381,29 @@ def test_episode_record_splits_agentrls_trajectory_at_the_first_call():
     assert all(word.vocab[i] not in ('<tool>', '</tool>') for i, m in zip(rec['completion_ids'], rec['env_mask']) if m)
 
 
-def test_rollout_func_plays_through_any_chat_template_with_agentrls_chat_renderer():
-    from hfkit import bpe_tokenizer
+def fake_trainer(model, tok):
+    """What rollout_func reads of a GRPOTrainer on one process, without one: its model, tokenizer, temperature, the
+    arguments TRL's unwrapping for generation reads and an accelerator with no DeepSpeed or FSDP."""
+    return SimpleNamespace(model=model, processing_class=tok, temperature=1.0,
+                           args=SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None),
+                           accelerator=SimpleNamespace(unwrap_model=lambda m: m,
+                                                       state=SimpleNamespace(deepspeed_plugin=None)))
+
+
+def tiny_gpt2(tok):
     from transformers import AutoModelForCausalLM
 
     from agentrl.policies.hf import hf_config
-    tok = bpe_tokenizer('chatml')
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(hf_config('gpt2', len(tok), d_model=32, n_layers=1, n_heads=2))
+    return AutoModelForCausalLM.from_config(hf_config('gpt2', len(tok), d_model=32, n_layers=1, n_heads=2))
+
+
+def test_rollout_func_plays_through_any_chat_template_with_agentrls_chat_renderer():
+    from hfkit import bpe_tokenizer
+    tok = bpe_tokenizer('chatml')
+    model = tiny_gpt2(tok)
     rollout_func, reward_func, dataset = arl.trl_rollout(Lamps, TASKS)
-    trainer = SimpleNamespace(model=model, processing_class=tok, temperature=1.0,
-                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+    trainer = fake_trainer(model, tok)
     Lamps.EXECUTED.clear()
     out = rollout_func(dataset['prompt'], trainer)
     assert len(out['completion_ids']) == 3 and len(Lamps.EXECUTED) >= 3
@@ -411,3 +425,211 @@ def spans(mask):
             out.append((start, i))
             start = None
     return out
+
+
+# --- TRL's usual set-ups through rollout_func: peft_config, wrapped models, environment errors ----------------------
+
+DOWN = 'the lamp service is down'
+
+
+def flaky(at: str):
+    """Lamps whose environment raises on the blue lamp's task, in ``reset`` (``at='reset'``) or at its first call."""
+    class Flaky(Lamps):
+        def start(self, task):
+            if at == 'reset' and task.name == 'blue':
+                raise ConnectionError(DOWN)
+            return super().start(task)
+
+        def step(self, action):
+            if self.task.name == 'blue':
+                raise ConnectionError(DOWN)
+            return super().step(action)
+    return Flaky
+
+
+@pytest.fixture(scope='module')
+def peft_run():
+    """TRL's usual set-up on this CPU: ``GRPOTrainer(peft_config=LoraConfig(...), rollout_func=...)`` on a tiny Llama
+    (the lean sampling path, LoRA layers merged), two steps, its environment failing on one task of three. The LoRA
+    B matrices start random, so the adapters change the policy from the first step. Per step it keeps what the
+    rollout played (``rollout_batch``'s trajectories) and, with the weights they were sampled from, agentrl's own
+    log-probs of them: the adapters on and off."""
+    from hfkit import tiny_llama
+    from peft import LoraConfig
+    from transformers import PrinterCallback
+
+    from agentrl.policies.hf import HFPolicy
+    from agentrl.rollouts import engine
+    model, tok = tiny_llama()
+    Env = flaky('step')
+    rollout_func, reward_func, dataset = arl.trl_rollout(Env, TASKS)
+    played, seen, outputs = engine.rollout_batch, [], []
+
+    def recording(*args, **kw):
+        seen.append({'trajs': played(*args, **kw)})
+        return seen[-1]['trajs']
+
+    def recorded(prompts, trainer):
+        modes = [m.training for m in trainer.model.modules()]
+        with mock.patch.object(engine, 'rollout_batch', recording):
+            outputs.append((list(prompts), rollout_func(prompts, trainer)))
+        step = seen[-1]
+        step['modes_kept'] = modes == [m.training for m in trainer.model.modules()]
+        step['training'] = all(modes)
+        batch = arl.collate(step['trajs'], tok.pad_token_id)
+        policy = HFPolicy(trainer.model.get_base_model())  # the causal LM, its LoRA layers in place (peft's API)
+        with torch.no_grad():
+            step['logp'] = arl.sequence_log_probs(policy, batch['ids'], batch['lengths'])
+            with trainer.model.disable_adapter():
+                step['logp_base'] = arl.sequence_log_probs(policy, batch['ids'], batch['lengths'])
+        step['batch'] = batch
+        return outputs[-1][1]
+
+    with warnings.catch_warnings(record=True) as caught, Spy() as spy, tempfile.TemporaryDirectory() as out:
+        warnings.simplefilter('always')
+        args = trl.GRPOConfig(output_dir=out, max_steps=2, per_device_train_batch_size=6, num_generations=3,
+                              learning_rate=1e-2, logging_steps=1, bf16=False, use_cpu=True, report_to='none',
+                              save_strategy='no', gradient_checkpointing=False, disable_tqdm=True)
+        trainer = trl.GRPOTrainer(model, reward_funcs=[reward_func], args=args, train_dataset=dataset,
+                                  processing_class=tok, rollout_func=recorded,
+                                  peft_config=LoraConfig(r=8, lora_alpha=16, target_modules='all-linear'))
+        torch.manual_seed(1)
+        with torch.no_grad():
+            for name, p in trainer.model.named_parameters():
+                if 'lora_B' in name:
+                    p.normal_(0.0, 0.5)
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+    errors = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning) and DOWN in str(w.message)]
+    return trainer, spy, outputs, seen, errors
+
+
+def test_grpo_with_peft_config_trains_two_steps_on_the_ids_mask_and_logprobs_agentrl_computes(peft_run):
+    from peft import PeftModel
+    trainer, spy, outputs, seen, _ = peft_run
+    assert isinstance(trainer.model, PeftModel) and trainer.state.global_step == 2
+    assert len(spy.steps) == len(seen) == len(outputs) == 2
+    checked = 0
+    for step, mine in zip(spy.steps, seen):
+        batch, logp = mine['batch'], mine['logp']
+        for i in range(len(mine['trajs'])):
+            prompt = step['prompt_ids'][i][step['prompt_mask'][i].bool()].tolist()  # TRL pads prompts on the left
+            n = int(step['completion_mask'][i].sum())
+            completion = step['completion_ids'][i][:n].tolist()
+            P, end = len(prompt), len(prompt) + n
+            # the ids TRL trains on are agentrl's episode up to its last policy token ...
+            assert prompt + completion == batch['ids'][i, :end].tolist()
+            assert batch['action_mask'][i, end - 1:].sum() == 0 and batch['action_mask'][i, P - 2] == 0
+            # ... its loss mask is agentrl's action mask (entry p - 1 predicts token p) ...
+            assert step['tool_mask'][i][:n].tolist() == batch['action_mask'][i, P - 1:end - 1].long().tolist()
+            # ... and its behaviour log-probs are agentrl's full forward of the policy tokens, in float32
+            mask = batch['action_mask'][i, P - 1:end - 1].bool()
+            trl_lp = step['logprobs'][i][:n]
+            torch.testing.assert_close(trl_lp[mask], logp[i, P - 1:end - 1][mask], rtol=0, atol=1e-5)
+            assert bool((trl_lp[~mask] == 0).all())
+            checked += int(mask.sum())
+    assert checked > 20
+
+
+def test_the_rollout_samples_with_the_trainers_adapters_on_and_leaves_each_modules_mode(peft_run):
+    _, _, _, seen, _ = peft_run
+    for mine in seen:
+        mask = mine['batch']['action_mask'].bool()
+        assert (mine['logp'] - mine['logp_base'])[mask].abs().max() > 0.05  # the adapters change what was sampled
+        assert mine['training'] and mine['modes_kept']
+
+
+def test_an_environment_error_inside_trl_training_ends_that_episode_with_return_0_warns_and_is_logged(peft_run):
+    trainer, spy, outputs, _, errors = peft_run
+    logged = [row for row in trainer.state.log_history if 'reward' in row]
+    blue = 0
+    for (prompts, out), step, row in zip(outputs, spy.steps, logged):
+        for task, ret, error, paid in zip(prompts, out['env_return'], out['env_error'], out['env_turn_rewards']):
+            assert (error is not None) == (task == 'blue')
+            if task == 'blue':
+                assert ret == 0.0 and paid == [0.0] and "task 'blue'" in error and f'ConnectionError: {DOWN}' in error
+                blue += 1
+            else:
+                assert ret == pytest.approx(sum(paid)) and ret < 0  # every call costs 0.1
+        assert step['rewards']['Flaky'] == pytest.approx(out['env_return'])
+        assert row['env_error_frequency'] == pytest.approx(prompts.count('blue') / len(prompts))
+    assert blue >= 3 and len(errors) == blue  # blue is one of the 4 prompts of 2 steps: 3 episodes each, one warning each
+    assert all("Flaky.step (turn 1, call" in e and "task 'blue'" in e for e in errors)
+
+
+@pytest.mark.parametrize('at', ['reset', 'step'])
+def test_rollout_funcs_on_env_error_zero_ends_the_episode_and_raise_stops(at):
+    from hfkit import bpe_tokenizer
+    tok = bpe_tokenizer('chatml')
+    trainer = fake_trainer(tiny_gpt2(tok), tok)
+    rollout_func, reward_func, dataset = arl.trl_rollout(flaky(at), TASKS)
+    with pytest.warns(RuntimeWarning, match=rf"Flaky\.{at}.* task 'blue': ConnectionError: {DOWN}"):
+        out = rollout_func(dataset['prompt'], trainer)
+    assert [e is not None for e in out['env_error']] == [False, False, True]  # red, green, blue
+    assert out['env_return'][2] == 0.0 and out['env_return'][0] < 0 and out['env_return'][1] < 0
+    assert sum(out['env_mask'][2]) > 0  # the model's call is still in the episode, paid 0
+    logged = {}
+    rewards = reward_func(completions=[''] * 3, env_return=out['env_return'], env_error=out['env_error'],
+                          log_metric=logged.__setitem__)
+    assert rewards == out['env_return'] and logged == {'env_error_frequency': pytest.approx(1 / 3)}
+    rollout_func, _, _ = arl.trl_rollout(flaky(at), TASKS, on_env_error='raise')
+    with pytest.raises(arl.envs.EnvStepError, match=rf"task 'blue'.*ConnectionError: {DOWN}"):
+        rollout_func(dataset['prompt'], trainer)
+
+
+def test_trl_environments_on_env_error_zero_ends_the_episode_with_return_0_and_raise_stops():
+    Env, _ = arl.trl_environment(flaky('step'), TASKS)
+    env = Env()
+    env.reset(task='blue')
+    warns = pytest.warns(RuntimeWarning, match=rf"task 'blue', turn 1, call 'switch red': ConnectionError: {DOWN}")
+    with warns, pytest.raises(arl.envs.EnvStepError):  # TRL shows the model the tool's error, counts it as failed
+        env.switch(lamp='red')
+    assert env.done() == ENDED and env.get_reward() == 0.0 and isinstance(env.env_error, arl.envs.EnvStepError)
+    Env, _ = arl.trl_environment(flaky('reset'), TASKS)
+    failed, fine = Env(), Env()
+    with pytest.warns(RuntimeWarning, match=rf"reset raised on task 'blue': ConnectionError: {DOWN}"):
+        assert failed.reset(task='blue') == ENDED
+    assert failed.switch(lamp='red') == ENDED and failed.get_reward() == 0.0
+    fine.reset(task='red')
+    fine.switch(lamp='red')
+    logged = {}
+    arl.trl_monitors(Lamps)([''] * 2, environments=[failed, fine], log_metric=logged.__setitem__)
+    assert logged['env_error_frequency'] == 0.5 and logged['success_rate'] == 0.0
+    Env, _ = arl.trl_environment(flaky('reset'), TASKS, on_env_error='raise')
+    with pytest.raises(arl.envs.EnvStepError, match=DOWN):
+        Env().reset(task='blue')
+
+
+@pytest.mark.parametrize('door', ['trl_environment', 'trl_rollout'])
+def test_an_unknown_on_env_error_names_the_valid_values(door):
+    with pytest.raises(ValueError, match=r"unknown on_env_error 'skip'; valid values are \['zero', 'raise'\]"):
+        getattr(arl, door)(Lamps, TASKS, on_env_error='skip')
+
+
+def test_causal_lm_unwraps_peft_distributed_and_compiled_wrappers_to_the_model_hfpolicy_holds():
+    from hfkit import tiny_llama
+    from peft import LoraConfig, get_peft_model
+
+    from agentrl.integrations.trl_rollout import causal_lm
+    from agentrl.policies.hf import HFPolicy
+
+    class Distributed(torch.nn.Module):  # what DDP and DeepSpeed's engine look like from outside
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    class Compiled(torch.nn.Module):  # torch.compile's OptimizedModule
+        def __init__(self, module):
+            super().__init__()
+            self._orig_mod = module
+
+    model, _ = tiny_llama()
+    lm = model
+    peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules='all-linear'))
+    for wrapped in (peft_model, Distributed(peft_model), Compiled(Distributed(peft_model)), lm):
+        assert causal_lm(wrapped) is lm
+    assert 'default' in lm.model.layers[0].self_attn.q_proj.lora_A  # the LoRA layers in place: sampled with them on
+    with pytest.raises(TypeError, match='pass model.get_base_model'):
+        HFPolicy(peft_model)
+    with pytest.raises(TypeError, match='is not a transformers causal LM'):
+        causal_lm(Distributed(torch.nn.Linear(2, 2)))

@@ -49,7 +49,7 @@ _LAZY = {
     'NoSignalWarning': 'recipes.outcomes', 'mean_return': 'recipes.outcomes', 'success_rate': 'recipes.outcomes',
     'with_env_workers': 'envs.protocol',
     'Tokenizer': 'rendering.tokenizer', 'build_tokenizer': 'rendering.tokenizer',
-    'trl_environment': 'integrations.trl', 'trl_monitors': 'integrations.trl', 'trl_rollout': 'integrations.trl',  # TRL's GRPOTrainer: environment_factory, rollout_func
+    'trl_environment': 'integrations.trl', 'trl_monitors': 'integrations.trl', 'trl_rollout': 'integrations.trl_rollout',  # TRL's GRPOTrainer: environment_factory, rollout_func
 }
 """Every public name -> the module (relative to the package) that defines it."""
 

@@ -1,4 +1,4 @@
-"""agentrl's environments trained by TRL's ``GRPOTrainer``: its two doors for multi-turn agents.
+"""agentrl's environments trained by TRL's ``GRPOTrainer``: its ``environment_factory`` door, and what both doors share.
 
 ``trl_environment(env, tasks)`` -> ``(environment_class, dataset)`` for ``GRPOTrainer(environment_factory=...)``.
 TRL generates (with ``transformers`` or vLLM, on one GPU or many under ``accelerate``), parses the tool calls
@@ -18,13 +18,17 @@ scores each rollout with ``get_reward``. The class is built from any environment
   from the instances TRL passes them as ``environments=``. An episode the model leaves by answering without a
   call earns what it was paid so far.
 
+An environment that raises (``EnvStepError``: a sandbox that times out, a service that fails) ends its episode,
+whichever door plays it (``on_env_error``, ``ON_ENV_ERROR``): by default the episode's return is 0, a warning names
+the task and the error, and ``env_error_frequency`` (the share of a batch's episodes an error ended) is logged
+(by ``trl_monitors`` here, by ``trl_rollout``'s reward function there); ``on_env_error='raise'`` stops the training
+instead. One that breaks the protocol (``EnvProtocolError``: a bug in its code) always stops it.
+
 TRL parses tool calls only out of the chat templates it knows (``TRL_TEMPLATES``) or a tokenizer that carries
 its own ``response_template``; ``trl_environment(..., tokenizer=tok)`` checks that first and says which work.
 
-``trl_rollout(env, tasks)`` -> ``(rollout_func, reward_func, dataset)`` for ``GRPOTrainer(rollout_func=...)``,
-for any other template or a word-level policy: agentrl's own engine plays the episodes (``rollout.rollout_batch``
-through the renderer, the trainer's model as an ``hf.HFPolicy``), so TRL trains on exactly the ids, behaviour
-log-probs and action mask agentrl's recipes would (``env_mask``: 1 on the policy's tokens only).
+The other door, ``rollout_func`` (any chat template, a word-level policy, a model under peft's LoRA), is
+``trl_rollout.trl_rollout``: agentrl's own engine plays the episodes.
 
 Imports ``datasets`` (and, for the checks, ``trl``) only when called: ``pip install -e '.[trl]'``.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import warnings
 
 from ..envs.calls import env_calls, env_readable
 from ..envs.play import EpisodeState
@@ -44,7 +49,6 @@ from ..envs.protocol import (
     make_env_factory,
     task_name,
 )
-from ..rendering.owners import OWNER
 
 TRL_TEMPLATES = {
     'Qwen2.5': 'qwen2_5', 'Qwen3': 'qwen3', 'Qwen3-Instruct-2507': 'qwen3_instruct_2507', 'Qwen3-VL': 'qwen3_vl',
@@ -56,12 +60,19 @@ TRL_TEMPLATES = {
 """The chat templates TRL 1.16 parses tool calls from (``trl.chat_template_utils.add_response_schema``), by model
 family -> the file of one of them in ``trl/chat_templates/``. A tokenizer must carry one of them byte for byte (as
 the model's own tokenizer does), or its own ``response_template``."""
-RESERVED = ('reset', 'get_reward', 'episode', 'max_turns')
+RESERVED = ('reset', 'get_reward', 'episode', 'max_turns', 'env_error')
 """Names a call's method cannot take (TRL's own, and the class's public attributes): a call with such a verb becomes
 the method ``call_<verb>``."""
 ENDED = 'the episode has ended: answer without a tool call'
-"""A tool's answer to a call made after the episode ended (the environment is not stepped again)."""
-_POLICY = OWNER['policy']
+"""A tool's answer to a call made after the episode ended (the environment is not stepped again), and the prompt of
+an episode whose environment failed to reset."""
+ON_ENV_ERROR = ('zero', 'raise')
+"""What an environment that raises during TRL's training does (``on_env_error=``): ``'zero'`` ends its episode with
+return 0, warns naming the task and the error and counts it (``env_error_frequency``); ``'raise'`` stops the
+training with its ``EnvStepError``."""
+ERROR_METRIC = 'env_error_frequency'
+"""The metric logged through TRL's ``log_metric``: the share of a batch's episodes an environment error ended (as
+TRL's ``tools/failure_frequency`` is the share of calls that failed)."""
 
 
 def _datasets():
@@ -70,6 +81,20 @@ def _datasets():
     except ImportError:
         raise ImportError("trl_environment needs datasets and trl: pip install -e '.[trl]'") from None
     return datasets
+
+
+def check_on_env_error(value: str) -> str:
+    """``value`` if it is one of ``ON_ENV_ERROR``, else ValueError naming them."""
+    if value not in ON_ENV_ERROR:
+        raise ValueError(f'unknown on_env_error {value!r}; valid values are {list(ON_ENV_ERROR)}')
+    return value
+
+
+def warn_env_error(error: Exception) -> None:
+    """The warning of an episode an environment error ended (``on_env_error='zero'``): the error's message names the
+    environment, the task and what it raised (``envs.protocol.checked_step``)."""
+    warnings.warn(f"{error}. The episode ends with return 0 (on_env_error='zero'; 'raise' stops the training)",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _task_table(tasks) -> dict:
@@ -90,14 +115,15 @@ class TRLEnvironment:
     ``trl_environment`` makes a subclass per environment, named after it, with one method per call. TRL offers the
     model every public method but ``reset`` and ``get_reward`` as a tool, so the rest is private but for
     ``episode`` (an ``envs.play.Episode``: the prompt, each call, reply and step reward in the environment's own
-    words, the return and the last info) and ``max_turns`` (a call with one of the names ``RESERVED`` becomes
-    ``call_<verb>``).
+    words, the return and the last info), ``env_error`` (what the environment raised, which ended the episode) and
+    ``max_turns`` (a call with one of the names ``RESERVED`` becomes ``call_<verb>``).
     """
     _make = None      # a zero-argument factory of the agentrl environment
     _tasks = {}       # task name -> task
     _show = staticmethod(lambda text: text)  # the environment's text as the model reads it (``readable``)
     _source = None    # the environment (factory or Gymnasium id) given to trl_environment
     _calls = {}       # verb -> envs.calls.Call (empty: the one method ``call(text)``)
+    _on_env_error = 'zero'  # ON_ENV_ERROR
     max_turns = None
     """The environment's ``max_turns``: a good ``GRPOConfig(max_tool_calling_iterations=...)``."""
 
@@ -118,29 +144,50 @@ class TRLEnvironment:
         return self._state is None or self._state.done or self._error is not None
 
     def reset(self, task: str | None = None, **row) -> str:
-        """Start the episode of the row's ``task`` (its name) in a fresh environment -> its prompt."""
+        """Start the episode of the row's ``task`` (its name) in a fresh environment -> its prompt (``ENDED`` if the
+        environment raised, under ``on_env_error='zero'``: the episode is over before it began)."""
         if task not in self._tasks:
             raise ValueError(f'{type(self).__name__}.reset: the row names task {task!r}, which is not among the '
                              f'{len(self._tasks)} tasks given to trl_environment (e.g. {sorted(self._tasks)[:3]})')
-        self._state, self._error = EpisodeState(self._make(), self._tasks[task]), None
+        self._state, self._error = None, None
+        try:
+            self._state = EpisodeState(self._make(), self._tasks[task])
+        except EnvStepError as e:
+            if self._on_env_error == 'raise':
+                raise
+            self._failed(e)
+            return ENDED
         return self._show(self._state.episode.prompt)
 
     def get_reward(self) -> float:
-        """The episode's return: the sum of its steps' rewards (raises what the environment raised, if it did)."""
+        """The episode's return: the sum of its steps' rewards; 0 if the environment raised (``on_env_error='zero'``).
+        Raises what the environment raised under ``'raise'``, and a protocol error (``EnvProtocolError``) always."""
         if self._error is not None:
-            raise self._error
+            if self._on_env_error == 'raise' or not isinstance(self._error, EnvStepError):
+                raise self._error
+            return 0.0
         return self.episode.reward
+
+    @property
+    def env_error(self) -> Exception | None:
+        """What the environment raised in this episode (which ended it), or None."""
+        return self._error
+
+    def _failed(self, error: Exception) -> None:
+        self._error = error
+        if isinstance(error, EnvStepError) and self._on_env_error == 'zero':
+            warn_env_error(error)
 
     def _step(self, text: str) -> str:
         """Make one call (its text) -> the reply the model reads."""
-        if self._state is None:
+        if self._state is None and self._error is None:
             raise RuntimeError(f'{type(self).__name__}: a call before reset()')
         if self._done:
             return ENDED
         try:
             obs = self._state.step(text)  # the turn every loop takes: the call, reply and step reward join the episode
-        except (EnvStepError, TypeError) as e:  # TRL hands a tool's exception to the model; get_reward raises it
-            self._error = e
+        except (EnvStepError, TypeError) as e:  # TRL hands a tool's exception to the model and counts it as failed
+            self._failed(e)
             raise
         return self._show(obs) if obs else ENDED
 
@@ -202,7 +249,7 @@ def _text_method(env):
     return call
 
 
-def trl_environment(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', tokenizer=None):
+def trl_environment(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', tokenizer=None, on_env_error: str = 'zero'):
     """An agentrl environment and its tasks as TRL's ``GRPOTrainer`` takes them -> ``(environment_class, dataset)``.
 
     Args:
@@ -211,6 +258,11 @@ def trl_environment(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', tokeniz
         reward: ``'hidden'`` (the environment's true reward) or ``'public'`` (``envs.protocol``).
         tokenizer: the trainer's tokenizer, checked (``check_trl_template``): TRL parses tool calls only from
             the templates it knows (``TRL_TEMPLATES``).
+        on_env_error: ``'zero'`` or ``'raise'`` (``ON_ENV_ERROR``): when the environment raises in ``reset`` or a
+            tool call, the episode ends (later calls answer ``ENDED``) and ``get_reward`` returns 0 with a warning
+            naming the task and the error, or raises it, stopping the training. Either way TRL shows a tool's
+            error to the model and counts it in ``tools/failure_frequency``; ``trl_monitors`` logs
+            ``env_error_frequency``.
 
     Returns:
         ``environment_class`` for ``GRPOTrainer(environment_factory=...)`` (``TRLEnvironment`` with one method per
@@ -218,10 +270,12 @@ def trl_environment(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', tokeniz
         task's prompt) and ``task`` (its name), for ``train_dataset=``.
     """
     datasets = _datasets()
+    check_on_env_error(on_env_error)
     make, table = make_env_factory(env, reward), _task_table(tasks)
     calls, name = env_calls(env), _class_name(make)
     members = {'_make': staticmethod(make), '_tasks': table, '_show': staticmethod(env_readable(env)),
                '_source': env, '_calls': {c.verb: c for c in calls}, 'max_turns': env_attr(env, 'max_turns'),
+               '_on_env_error': on_env_error,
                '__doc__': f'{name} as a TRL environment: ' + (
                    f"calls {', '.join(_method_name(c.verb) for c in calls)}" if calls else 'call(text)')}
     for c in calls:
@@ -292,92 +346,27 @@ def scripted_conversations(environment_class, kind: str = 'oracle', seed: int = 
     return chats
 
 
-# --- the rollout_func door: agentrl's engine plays the episodes ---------------------------------------------------
-
-def episode_record(traj) -> dict:
-    """One ``Trajectory`` as ``rollout_func`` returns it: ``prompt_ids`` (up to the first call), ``completion_ids``
-    (from it to the last policy token: what follows changes no logit of a policy token), ``logprobs`` (the
-    behaviour log-prob of each completion token, 0 off the policy's) and ``env_mask`` (1 on the policy's tokens)."""
-    ids, owner, lp = traj.ids.tolist(), traj.owner.tolist(), traj.logprobs.tolist()
-    mine = [i for i, o in enumerate(owner) if o == _POLICY]
-    if not mine:
-        raise ValueError(f'the episode of task {traj.info.get("task")!r} has no policy token')
-    start, end = mine[0], mine[-1] + 1
-    return {'prompt_ids': ids[:start], 'completion_ids': ids[start:end], 'logprobs': lp[start - 1:end - 1],
-            'env_mask': [int(o == _POLICY) for o in owner[start:end]]}
-
-
-def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=None):
-    """An agentrl environment and its tasks for ``GRPOTrainer(rollout_func=...)`` -> ``(rollout_func, reward_func,
-    dataset)``: agentrl's engine plays every episode, so any chat template (or a word-level vocabulary) works.
-
-    Args:
-        env: as ``trl_environment``.
-        tasks: as ``trl_environment``.
-        reward: as ``trl_environment``.
-        renderer: how episodes become tokens: default ``ChatRenderer(trainer.processing_class)`` (its chat
-            template, the calls described, ``readable`` text); ``hf.word_renderer(tok)`` for a word-level policy.
-
-    Returns:
-        ``rollout_func(prompts, trainer)``: one episode per prompt (TRL repeats each task ``num_generations``
-        times), sampled by ``rollout.rollout_batch`` from the trainer's model at its temperature, as
-        ``episode_record`` writes it, plus ``env_return`` (each episode's return), ``env_turn_rewards`` and
-        ``env_info`` (its final info);
-        ``reward_func``: the returns, logged by TRL under the environment's name; and a ``datasets.Dataset`` whose
-        ``prompt`` is the task's name.
-    """
-    datasets = _datasets()
-    make, table = make_env_factory(env, reward), _task_table(tasks)
-    cache = {}
-
-    def rollout_func(prompts, trainer) -> dict:
-        from ..policies.hf import HFPolicy
-        from ..policies.precision import Precision
-        from ..rendering.chat import ChatRenderer
-        from ..rollouts.engine import rollout_batch
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        if 'renderer' not in cache:
-            cache['renderer'] = renderer if renderer is not None else ChatRenderer(trainer.processing_class)
-        unknown = [p for p in prompts if p not in table]
-        if unknown:
-            raise ValueError(f'rollout_func: prompt {unknown[0]!r} names no task given to trl_rollout; train on the '
-                             'dataset trl_rollout returned (its prompts are task names)')
-        policy = HFPolicy(model, precision=Precision('fp32', model.device.type, 'the trainer places the model'))
-        trajs = rollout_batch(policy, [make() for _ in prompts], [table[p] for p in prompts], cache['renderer'],
-                              temperature=trainer.temperature)
-        out = {k: [] for k in ('prompt_ids', 'completion_ids', 'logprobs', 'env_mask')}
-        for traj in trajs:
-            for k, v in episode_record(traj).items():
-                out[k].append(v)
-        out['env_return'] = [float(t.reward) for t in trajs]
-        out['env_turn_rewards'] = [list(t.turn_rewards) for t in trajs]
-        out['env_info'] = [dict(t.info) for t in trajs]
-        return out
-
-    def reward_func(completions, env_return, **kw) -> list:
-        return list(env_return)
-
-    reward_func.__name__ = reward_func.__qualname__ = _class_name(make)
-    reward_func.__doc__ = f"Each episode's return in {reward_func.__name__}, as rollout_func played it."
-    dataset = datasets.Dataset.from_dict({'prompt': list(table)})
-    return rollout_func, reward_func, dataset
-
-
 def trl_monitors(env=DEFAULT_ENV, threshold: float = 1.0):
     """A reward function that scores nothing and logs the chapter's monitors TRL does not (``docs/watching.md``),
     for either door: pass it in ``reward_funcs``; TRL logs each through ``log_metric`` beside its own.
 
     ``success_rate`` (share of episodes whose return reaches ``threshold``), ``invalid_calls`` (per episode, where
     the environment counts them: ``info['n_invalid']``) and ``reads_first`` (share whose first call only looks,
-    where the environment tells: ``is_read_call``). It returns None for every completion (TRL leaves it out of
-    the reward), so TRL logs no value (None) under ``rewards/agentrl_monitors/mean``."""
+    where the environment tells: ``is_read_call``). Under ``environment_factory`` also ``env_error_frequency`` (the
+    share of episodes an environment error ended; under ``rollout_func`` ``trl_rollout``'s reward function logs it).
+    It returns None for every completion (TRL leaves it out of the reward), so TRL logs no value (None) under
+    ``rewards/agentrl_monitors/mean``."""
     from ..envs.protocol import RETURN_TOL
     is_read = env_attr(env, 'is_read_call', None)
 
     def agentrl_monitors(completions, environments=None, env_return=None, env_info=None, log_metric=None, **kw):
         if environments is not None:  # environment_factory: the episodes as the environments kept them
-            episodes = [e.episode for e in environments if e.episode is not None]
-            returns, infos = [ep.reward for ep in episodes], [ep.info for ep in episodes]
+            ours = [e for e in environments if isinstance(e, TRLEnvironment)
+                    and (e.episode is not None or e.env_error is not None)]
+            returns = [e.get_reward() for e in ours]  # 0 for an episode an environment error ended
+            infos = [e.episode.info for e in ours if e.episode is not None]
+            if log_metric is not None and ours:
+                log_metric(ERROR_METRIC, sum(e.env_error is not None for e in ours) / len(ours))
         else:  # rollout_func: what it returned
             returns, infos = list(env_return or ()), list(env_info or ())
         if log_metric is not None and returns:

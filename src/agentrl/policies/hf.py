@@ -136,7 +136,9 @@ class HFPolicy(nn.Module):
     """A ``transformers`` causal LM as an agentrl policy (see the module docstring).
 
     Args:
-        model: a causal LM (``AutoModelForCausalLM``); dropout should be off for rollouts to match training.
+        model: a causal LM (``AutoModelForCausalLM``) itself, not a wrapper around it (of peft's ``PeftModel``, its
+            ``get_base_model()``: the causal LM with the LoRA layers in place); dropout should be off for rollouts to
+            match training.
         tokenizer: its tokenizer (kept for ``renderer()`` and checkpoints; the recipes take theirs as ``tok``).
         precision: where and how it runs (``precision.Precision``, or ``precision.resolve``'s ``dtype`` and
             ``device`` as ``'fp32'``/``'bf16'`` and ``'cpu'``/``'cuda'``); default float32 on the CPU.
@@ -147,6 +149,12 @@ class HFPolicy(nn.Module):
     def __init__(self, model, tokenizer=None, precision=None, source: str | None = None):
         super().__init__()
         from .precision import Precision, resolve
+        wrapper = 'a peft PeftModel' if hasattr(model, 'get_base_model') else \
+            'a distributed wrapper' if isinstance(getattr(model, 'module', None), nn.Module) else None
+        if wrapper is not None:  # its base_model is not the decoder: _hidden would get logits
+            raise TypeError(f'HFPolicy holds the causal LM itself, not {wrapper} around it ({type(model).__name__}): '
+                            'pass model.get_base_model() (peft) or model.module (DDP); '
+                            'agentrl.integrations.trl.causal_lm unwraps any of them')
         self.precision = precision if isinstance(precision, Precision) else resolve(*(precision or ('fp32', 'cpu')))
         self.model = model.to(self.precision.device)
         self.train(model.training)  # the policy's mode is the model's (a loaded model is in eval mode: no dropout);
@@ -231,7 +239,11 @@ class HFPolicy(nn.Module):
     # --- the policy protocol
     @property
     def vocab_size(self) -> int:
-        return int(self.model.get_output_embeddings().weight.shape[0])
+        """The output layer's size, from the config (its text part's, for a model of several): a weight's shape is 0
+        where it is sharded, as under DeepSpeed ZeRO-3. The output layer's rows for a config that does not say."""
+        cfg = self.model.config
+        size = getattr(cfg.get_text_config(decoder=True) if hasattr(cfg, 'get_text_config') else cfg, 'vocab_size', None)
+        return int(size) if size else int(self.model.get_output_embeddings().weight.shape[0])
 
     @property
     def arch(self) -> str:
