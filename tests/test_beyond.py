@@ -74,7 +74,7 @@ def test_rft_equals_01_policy_gradient_token_and_sequence_mean(model64, mixed, t
 
 
 def test_aggregate_rejects_unknown_names():
-    with pytest.raises(ValueError, match="'token', 'seq'"):
+    with pytest.raises(ValueError, match="'grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo'"):
         aggregate(torch.zeros(1, 2), torch.ones(1, 2), 'mean')
 
 
@@ -225,24 +225,35 @@ def test_select_sft_checkpoint(trained_model, train_oracle_demos, heldout_tasks,
 
 # --- the clipped group policy-gradient trainer --------------------------------------------------------
 
-def test_grpo_first_pass_gradient_equals_reinforce(trained_model, train_tasks, tok):
+@pytest.mark.parametrize('temperature', [1.0, 0.7, 1.5])
+def test_grpo_first_pass_gradient_equals_reinforce(trained_model, train_tasks, tok, temperature):
+    """With num_iterations = minibatches = 1, no clip binding, mean advantages and token aggregation, the first
+    pass's gradient is REINFORCE's with the group baseline on the tempered policy log pi_T, at any temperature
+    (every log-prob of the update is taken at T, the distribution the episodes were drawn from)."""
     model = trained_model
     batch_tasks = [t for t in train_tasks[:4] for _ in range(4)]
-    trajs = arl.rollout_batch(model, [arl.BugFixEnv() for _ in batch_tasks], batch_tasks, tok,
-                              generator=torch.Generator().manual_seed(2))
-    b = arl.collate(trajs, tok.pad_id)
-    rewards = b['rewards'].view(4, 4)  # [tasks, G]
+    for seed in range(2, 12):  # the first sample with both outcomes (else every advantage is 0)
+        trajs = arl.rollout_batch(model, [arl.BugFixEnv() for _ in batch_tasks], batch_tasks, tok,
+                                  temperature=temperature, generator=torch.Generator().manual_seed(seed))
+        b = arl.collate(trajs, tok.pad_id)
+        rewards = b['rewards'].view(4, 4)  # [tasks, G]
+        if 0 < rewards.mean() < 1:
+            break
     assert 0 < rewards.mean() < 1
-    # recipes/reinforce.py's loss on this batch
+    # REINFORCE with the group baseline on log pi_T, written out: -(1/N) sum_t A_t log pi_T(a_t)
     advantages = (rewards - rewards.mean(1, keepdim=True)).view(-1, 1)  # [B, 1]
-    logp, mask = arl.sequence_log_probs(model, b['ids']), b['action_mask']  # [B, T-1] each
+    logits = model(b['ids'], lengths=b['lengths'])[:, :-1] / temperature  # [B, T-1, V]
+    logp = torch.log_softmax(logits, -1).gather(-1, b['ids'][:, 1:, None]).squeeze(-1)  # [B, T-1]
+    mask = b['action_mask']
     g_reinforce = flat_grad(-(advantages * logp * mask).sum() / mask.sum(), model)
-    cfg = GRPOConfig(n_tasks=4, group=4, epochs=1, minibatches=1, clip=1e9, adv_norm='mean', agg='token')
-    loss, stats = grpo_loss(model, b, group_advantages(rewards, 'mean').view(-1), cfg)
+    cfg = GRPOConfig(n_tasks=4, num_generations=4, num_iterations=1, minibatches=1, epsilon=1e9,
+                     scale_rewards='none', loss_type='bnpo', temperature=temperature)
+    loss, stats = grpo_loss(model, b, group_advantages(rewards, 'none').view(-1), cfg)
     g_grpo = flat_grad(loss, model)
     assert (g_grpo - g_reinforce).abs().max().item() < 1e-6
     assert g_reinforce.abs().max().item() > 1e-3
-    assert stats['clip_frac'] == 0.0 and abs(stats['approx_kl']) < 1e-6  # ratio = 1 on the first pass
+    # ratio = 1 on the first pass: the sampler's log-probs at T are the trainer's (float rounding apart)
+    assert stats['clip_frac'] == 0.0 and abs(stats['approx_kl']) < 1e-6
 
 
 def test_grpo_step_is_a_reinforce_step(trained_model, train_tasks, tok):

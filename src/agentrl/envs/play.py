@@ -25,7 +25,8 @@ from .protocol import DEFAULT_ENV, RETURN_TOL, checked_reset, checked_step, env_
 class Episode:
     """One episode as text: the prompt, each call, the reply to it (empty when there was none) and the reward its
     step paid, then the return (the sum of ``rewards``), the final info, and whether the environment truncated
-    it (cut it off at a budget) rather than ending it."""
+    it (cut it off at a budget) rather than ending it. An episode that ended has that also in its info,
+    ``info['truncated']`` (the library's entry, which its trajectory keeps)."""
     prompt: str
     calls: list = field(default_factory=list)
     replies: list = field(default_factory=list)
@@ -97,6 +98,7 @@ class EpisodeState:
         ep.reward, ep.info = float(sum(ep.rewards)), info
         if terminated or truncated:
             self.done, ep.truncated = True, bool(truncated) and not terminated
+            ep.info = {**info, 'truncated': ep.truncated}  # a copy: the trajectory's record (mask_truncated_completions)
         return obs
 
 

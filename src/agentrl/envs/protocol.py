@@ -41,6 +41,9 @@ returns differ by at least ``margin`` (default 1.0) (``recipes.outcomes``).
   outcome passes the hidden check that decides the reward, and the public check the agent can see:
   the reward-hacking diagnostics compare them), ``'submitted'`` (the agent ended the episode itself).
 
+The library adds ``'truncated'`` to an ended episode's info (whether the step that ended it returned
+``truncated`` and not ``terminated``: a budget cut it), which its trajectory keeps.
+
 Optional members, used where present:
 
 - ``scripted_policy(kind, seed=0)`` (a static method) and ``scripted_kinds``: scripted players

@@ -78,11 +78,38 @@ _DPO = [
     Metric('pairs', "this round's preference pairs (online DPO)", '', '15.6'),
 ]
 _GRPO = [
-    Metric('pg_loss', 'the clipped surrogate alone (mean over the step\'s updates)', '', '15.5'),
-    Metric('clip_ratio/region_mean', 'share of action tokens whose ratio left the clip range',
-           'clip_ratio/region_mean', '15.5'),
+    Metric('pg_loss', 'the policy term of the loss alone, no KL or entropy term (mean over the step\'s updates)', '',
+           '15.5'),
+    Metric('clip_frac', 'share of action tokens whose ratio lies outside [1 - epsilon, 1 + epsilon_high], whatever '
+           'the sign of their advantage', '', '15.5'),
+    Metric('clip_ratio/low_mean', 'share of action tokens where the clip binds below: ratio < 1 - epsilon and A < 0',
+           'clip_ratio/low_mean', '15.5'),
+    Metric('clip_ratio/high_mean', 'share of action tokens where the clip binds above: ratio > 1 + epsilon_high and '
+           'A > 0', 'clip_ratio/high_mean', '15.5'),
+    Metric('clip_ratio/region_mean', 'share of action tokens where the clip binds, below or above (of the episodes, '
+           'for sequence-level ratios)', 'clip_ratio/region_mean', '15.5'),
+    Metric('clip_ratio/low_min', 'the least share of low clips of an episode', 'clip_ratio/low_min', '15.5'),
+    Metric('clip_ratio/high_max', 'the greatest share of high clips of an episode', 'clip_ratio/high_max', '15.5'),
+    Metric('cispo_clip_ratio', "share of action tokens whose weight CISPO caps: ratio > epsilon_high and A > 0",
+           'cispo_clip_ratio', '15.5'),
     Metric('approx_kl', 'token mean of (ratio - 1) - log ratio: KL(behaviour || new)', '', '15.5'),
-    Metric('kl', 'k3 estimate of KL(new || reference), token mean (with a reference)', 'kl', '15.5'),
+    Metric('kl', 'k3 estimate of KL(new || reference), token mean (times the ratio with use_bias_correction_kl)',
+           'kl', '15.5'),
+    Metric('sampling/sampling_logp_difference/mean', "mean absolute difference of log pi_train and log pi_sample over "
+           "the action tokens: the trainer's log-probs before the step's updates against the sampler's",
+           'sampling/sampling_logp_difference/mean', '15.5'),
+    Metric('sampling/sampling_logp_difference/max', 'the largest absolute difference of log pi_train and log pi_sample',
+           'sampling/sampling_logp_difference/max', '15.5'),
+    Metric('sampler_gap/outside_share', 'share of action tokens whose pi_train / pi_sample lies outside [0.8, 1.25]',
+           '', '15.5'),
+    Metric('sampling/importance_sampling_ratio/min', "the least truncated-importance-sampling weight of the step",
+           'sampling/importance_sampling_ratio/min', '15.5'),
+    Metric('sampling/importance_sampling_ratio/mean', 'the mean truncated-importance-sampling weight',
+           'sampling/importance_sampling_ratio/mean', '15.5'),
+    Metric('sampling/importance_sampling_ratio/max', 'the greatest truncated-importance-sampling weight',
+           'sampling/importance_sampling_ratio/max', '15.5'),
+    Metric('dynamic_sampling/episodes', "episodes dynamic sampling drew this step, every batch included", '', '15.5'),
+    Metric('dynamic_sampling/batches', 'batches of n_tasks groups dynamic sampling drew this step', '', '15.5'),
 ]
 _PROBE = [
     Metric('probe/reward', 'mean return of the probe episodes', '', '15.6'),
@@ -111,7 +138,8 @@ RECIPE_METRICS = {
     'train_dpo': _PREFERENCE,
     'train_online_dpo': _PREFERENCE + _SAMPLED + ('round', 'pairs'),
     'train_rl': _TRAIN + _SAMPLED,
-    'train_grpo': _TRAIN + _SAMPLED + ('pg_loss', 'clip_ratio/region_mean', 'approx_kl'),
+    'train_grpo': _TRAIN + _SAMPLED + ('pg_loss', 'clip_frac', 'approx_kl', 'sampling/sampling_logp_difference/mean',
+                                       'sampling/sampling_logp_difference/max', 'sampler_gap/outside_share'),
     'select_sft_checkpoint': _TRAIN + ('probe/reward', 'probe/informative', 'probe/entropy', 'probe/best_step'),
 }
 """Per recipe, the names every run of it reports (an ``evaluate`` adds ``eval/...``)."""
@@ -122,6 +150,14 @@ CONDITIONAL = {
     'filter/hack_share': 'as filter/hacks, and the round kept an episode',
     'filter/pass_gap': 'as filter/hacks',
     'star/forced_rate': 'a round with a task that had no plain success',
-    'kl': 'train_grpo with a reference (ref_model, or kl_coef > 0)',
+    'kl': 'train_grpo with a reference (ref_model, or beta > 0)',
+    **{name: "train_grpo with a clipped loss_type (every one but 'cispo')" for name in (
+        'clip_ratio/low_mean', 'clip_ratio/high_mean', 'clip_ratio/region_mean', 'clip_ratio/low_min',
+        'clip_ratio/high_max')},
+    'cispo_clip_ratio': "train_grpo with loss_type='cispo'",
+    **{f'sampling/importance_sampling_ratio/{s}': 'train_grpo with vllm_importance_sampling_correction'
+       for s in ('min', 'mean', 'max')},
+    'dynamic_sampling/episodes': 'train_grpo with dynamic_sampling',
+    'dynamic_sampling/batches': 'train_grpo with dynamic_sampling',
 }
 """Names reported only when their data exists: name -> when."""

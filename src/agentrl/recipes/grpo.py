@@ -1,36 +1,44 @@
-"""A clipped group policy-gradient trainer: GRPO / PPO-style (beyond the chapter; section 15.5's "full trainer").
+"""A clipped group policy-gradient trainer: GRPO and its variants, PPO-style (beyond the chapter; 15.5's "full trainer").
 
 Section 15.5 writes the least RL that works, REINFORCE with a group baseline, and defers the full
-trainer to chapter 9. This module is that trainer in the chapter's vocabulary. Each step:
+trainer to chapter 9. This module is that trainer in the chapter's vocabulary; the field's variants
+(Dr. GRPO, DAPO, GSPO, CISPO, RLOO, truncated importance sampling) are settings of ``GRPOConfig`` under
+TRL's names, their formulas in ``recipes.pg_losses``. Each step:
 
-1. **Sample** ``n_tasks`` tasks, ``group`` episodes each, with ``rollout_batch``; the trajectories
-   record the behaviour log-prob ``logprobs`` of every sampled action token.
-2. **Advantages per group:** ``A = R - mean(R)`` (``adv_norm='mean'``, the chapter's baseline)
-   or ``A = (R - mean(R)) / (std(R) + eps)`` (``'std'``, GRPO; Shao et al. 2024). Every token of
-   an episode shares its advantage. A group whose episodes all pass or all fail has ``A = 0``.
-3. **Update** for ``epochs`` passes over ``minibatches`` shuffled minibatches, each with the PPO
-   clipped surrogate on every action token (Schulman et al. 2017)::
+1. **Sample** ``n_tasks`` tasks, ``num_generations`` episodes each, with ``rollout_groups``; the
+   trajectories record the sampler's log-prob ``logprobs`` of every sampled action token. With
+   ``dynamic_sampling`` (DAPO), groups whose returns are all equal are set aside and more batches are drawn
+   until ``n_tasks`` informative groups are found or ``max_num_gen_batches`` batches were drawn.
+2. **Advantages per group** (``pg_losses.group_advantages``): ``A = R - mean(R)`` (``scale_rewards='none'``,
+   the chapter's baseline), divided by the group's reward std (``'group'``, GRPO; Shao et al. 2024) or the
+   batch's (``'batch'``); ``advantage_estimator='rloo'`` takes the leave-one-out mean instead. Every token of an
+   episode shares its advantage (``credit='turn'``: its turn's, ``recipes.credit``). A group whose episodes
+   all pass or all fail has ``A = 0``.
+3. **Update** for ``num_iterations`` passes over ``minibatches`` shuffled minibatches, one optimizer step
+   each, with ``pg_losses.policy_loss``: PPO's clipped surrogate on every action token (Schulman et al. 2017)::
 
        ratio   = exp(logp_new - logp_behaviour)
-       pg_loss = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)
+       pg_loss = -min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon_high) * A)
 
-   aggregated ``'token'``-mean (every action token of the minibatch weighs the same) or
-   ``'seq'``-mean (each episode's token mean, then the mean over episodes; section 15.3 and
-   exercise 1 compare the two), plus ``kl_coef`` times the k3 estimate of KL(pi || pi_ref) to a
-   frozen reference, minus ``ent_coef`` times the action-token entropy.
+   aggregated as ``loss_type`` says (``'bnpo'``: every action token of the minibatch weighs the same;
+   ``'grpo'``: every episode), plus ``beta`` times the k3 estimate of KL(pi || pi_ref) to a frozen
+   reference, minus ``entropy_coef`` times the mean action-token entropy.
 
-With ``epochs = minibatches = 1``, a clip too large to bind, ``adv_norm='mean'``, ``agg='token'``
-and no KL or entropy term, the first (and only) pass has ``ratio = 1`` and the gradient is exactly
-``recipes.reinforce``'s: ``d ratio = ratio * d logp``. The tests check this to 1e-6.
-
-All log-probs (behaviour, new and reference) are taken at ``temperature``: the distribution the
-episodes were actually drawn from, so the ratio is an exact importance weight.
+**Temperature.** Every log-prob of an update (the behaviour's, the new policy's, the reference's) is taken
+at the sampling temperature ``T``, as TRL does: the update follows the policy gradient of the tempered
+policy ``pi_T = softmax(logits / T)``, the distribution the episodes were drawn from, so the ratio is an
+exact importance weight. With ``num_iterations = minibatches = 1``, a clip that does not bind,
+``scale_rewards='none'`` (mean advantages), ``loss_type='bnpo'`` (token aggregation) and no KL or entropy
+term, the first (and only) pass has ``ratio = 1`` and, since ``d ratio = ratio * d log pi_T``, its gradient
+is exactly REINFORCE's with the group baseline on the tempered policy, ``-(1/N) sum_t A_t d log pi_T(a_t)``,
+at any temperature. The tests check this to 1e-6 at T = 0.7, 1 and 1.5.
 """
 from __future__ import annotations
 
 import copy
+import math
 import random
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, fields
 
 import torch
 
@@ -43,91 +51,180 @@ from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction
 from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics
+from .pg_losses import (CLIP_MONITORS, ESTIMATORS, IS_LEVELS, IS_MODES, LOSS_TYPES, OLD_LOSS_NAMES, OLD_SCALE_NAMES,
+                        SCALE_REWARDS, aggregate, check_choice, clip_ratios, group_advantages, kl_k3, loss_mask,
+                        masked_mean, policy_loss, reward_scale, sampler_gap, sampler_weights, weight_stats)
 
-ADV_NORMS = ('mean', 'std')
-AGGS = ('token', 'seq')
-STD_EPS = 1e-4
-"""Added to a group's reward std before dividing (``adv_norm='std'``); an all-equal group has A = 0 anyway."""
+OLD_NAMES = {'group': 'num_generations', 'lr': 'learning_rate', 'epochs': 'num_iterations', 'clip': 'epsilon',
+             'agg': 'loss_type', 'adv_norm': 'scale_rewards', 'kl_coef': 'beta', 'ent_coef': 'entropy_coef',
+             'vllm_importance_sampling_cap': 'vllm_importance_sampling_clip_max'}
+"""``GRPOConfig``'s former (agentrl's, or TRL's deprecated) names -> the names it has now."""
+_OLD_VALUES = {'agg': OLD_LOSS_NAMES, 'adv_norm': OLD_SCALE_NAMES}
 
 
 @dataclass
 class GRPOConfig:
-    """Knobs of ``train_grpo``. Defaults match section 15.5's REINFORCE where the two overlap."""
+    """Knobs of ``train_grpo``, under TRL's names (``trl.GRPOConfig`` 1.16) with TRL's meanings where TRL has the knob.
+
+    Defaults give the trainer of before (section 15.5's REINFORCE where the two overlap); where they differ from
+    TRL's, the field says so. The former names still work, mapped to the new: ``group`` (``num_generations``),
+    ``lr`` (``learning_rate``), ``epochs`` (``num_iterations``), ``clip`` (``epsilon``), ``agg``
+    (``loss_type``: ``'token'`` is ``'bnpo'``, ``'seq'`` is ``'grpo'``), ``adv_norm`` (``scale_rewards``:
+    ``'mean'`` is ``'none'``, ``'std'`` is ``'group'``), ``kl_coef`` (``beta``), ``ent_coef`` (``entropy_coef``)
+    and TRL's deprecated ``vllm_importance_sampling_cap`` (``vllm_importance_sampling_clip_max``). The
+    variants' settings are tabled in the docs (docs/variants.md).
+    """
     n_tasks: int = 8
     """Tasks sampled (without replacement) per step."""
-    group: int = 8
-    """Episodes per task: the group whose mean is the baseline."""
-    lr: float = 1e-3
-    """AdamW learning rate."""
-    epochs: int = 2
-    """Passes over each step's batch (PPO's reuse; 1 = on-policy)."""
+    num_generations: int = 8
+    """Episodes per task: the group whose mean is the baseline (TRL's name)."""
+    learning_rate: float = 1e-3
+    """AdamW learning rate (TRL's default: 1e-6)."""
+    num_iterations: int = 2
+    """Passes over each step's batch, PPO's reuse (TRL's mu; its default: 1, on-policy)."""
     minibatches: int = 2
-    """Minibatches per pass (one optimizer step each), shuffled every pass."""
-    clip: float = 0.2
-    """PPO clip range eps: ratios outside [1 - eps, 1 + eps] stop pushing."""
-    adv_norm: str = 'mean'
-    """``'mean'``: A = R - mean(R) per group; ``'std'``: also divide by the group's std (+ 1e-4)."""
-    agg: str = 'token'
-    """``'token'``: mean over every action token of a minibatch; ``'seq'``: each episode's token mean,
-    then the mean over episodes."""
-    kl_coef: float = 0.0
+    """Minibatches per pass, one optimizer step each, shuffled every pass (TRL: ``steps_per_generation`` with no
+    gradient accumulation)."""
+    epsilon: float = 0.2
+    """The clip's lower range: ratios below ``1 - epsilon`` stop pushing down."""
+    epsilon_high: float | None = None
+    """The clip's upper range (None: ``epsilon``); DAPO's clip-higher, e.g. 0.28. With ``loss_type='cispo'``: the
+    cap of the importance weight itself (ScaleRL's epsilon_max, about 5)."""
+    delta: float | None = None
+    """Caps the unclipped ratio as well, ``min(ratio, delta)`` (INTELLECT-2's two-sided clip; None: off). Above 1."""
+    importance_sampling_level: str = 'token'
+    """``'token'``: one ratio per token; ``'sequence'``: GSPO's, one per episode (its mean log-ratio)."""
+    loss_type: str = 'bnpo'
+    """The aggregation (``pg_losses.aggregate``): ``'grpo'`` (each episode's token mean, then the mean),
+    ``'bnpo'`` (token mean of the minibatch), ``'dr_grpo'`` (constant normaliser), ``'dapo'`` (token mean of the
+    step's batch), or ``'cispo'`` (CISPO's objective, aggregated as ``'dapo'``). TRL's default: ``'dapo'``."""
+    max_completion_length: int = 256
+    """``'dr_grpo'``'s constant: the loss is the token sum over (episodes x this). TRL's name and default; there it
+    also caps generation, here the environment's budgets cap an episode (the chapter's gyms: ``max_tokens=256``)."""
+    scale_rewards: str = 'none'
+    """``'none'``: A = R - baseline (Dr. GRPO, the chapter's); ``'group'``: also divided by the group's reward std
+    (+ 1e-4; GRPO); ``'batch'``: by the whole batch's. TRL's ``True`` / ``False`` are ``'group'`` / ``'none'``. TRL's
+    default: ``'group'``."""
+    advantage_estimator: str = 'grpo'
+    """The baseline: ``'grpo'``, the group's mean; ``'rloo'``, the mean of the group's other episodes (RLOO). Not a
+    knob of TRL's GRPOConfig (its RLOOTrainer is the latter); OpenRLHF's name. Turn credit is always leave-one-out."""
+    mask_truncated_completions: bool = False
+    """Leave episodes the environment truncated (its turn or token budget; ``info['truncated']``) out of the loss."""
+    beta: float = 0.0
     """Weight of the k3 KL estimate to the frozen reference (0: no reference is needed)."""
-    ent_coef: float = 0.0
-    """Weight of the entropy bonus (subtracted from the loss)."""
+    use_bias_correction_kl: bool = False
+    """Multiply the per-token KL by the ratio (DeepSeek-V3.2's unbiased KL gradient). TRL's default: True."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus: the mean action-token entropy, for every ``loss_type``, subtracted from the loss."""
+    max_grad_norm: float | None = None
+    """Clip the gradient's L2 norm to this before each optimizer step (None or 0: never). TRL's default: 1.0."""
     temperature: float = 1.0
-    """Sampling temperature; every log-prob of the update is taken at it too."""
+    """Sampling temperature; every log-prob of the update is taken at it too (see the module docstring)."""
     credit: str = 'episode'
     """``'episode'``: every action token of an episode shares its advantage (the chapter's); ``'turn'``: each
     token gets its turn's reward-to-go minus the group's leave-one-out baseline of it (``recipes.credit``)."""
     gamma: float = 1.0
     """The discount of turn credit's reward-to-go (1: undiscounted)."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: draw batches of ``n_tasks`` groups until ``n_tasks`` groups with unequal returns are
+    found (or ``max_num_gen_batches`` batches were drawn); train on those. Its draws advance the run's streams."""
+    max_num_gen_batches: int = 4
+    """Dynamic sampling's cap: batches drawn per step, the first included (verl's name). At the cap, the batch
+    is filled up with the uninformative groups."""
+    vllm_importance_sampling_correction: bool = False
+    """Weight each token by the trainer's probability over the sampler's (truncated importance sampling; TIS):
+    the episodes' ``logprobs`` are the sampler's, the ratio's old policy is the trainer's own before the step's
+    updates. TRL's name (its sampler is vLLM; its default: True)."""
+    vllm_importance_sampling_mode: str = 'token_truncate'
+    """``'token_truncate'`` (TIS: ``min(pi_train / pi_sample, clip_max)`` per token), ``'token_mask'``,
+    ``'sequence_truncate'``, ``'sequence_mask'`` (``pg_losses.sampler_weights``). TRL 1.16's default:
+    ``'sequence_mask'`` (its own docstring says ``'token_truncate'``)."""
+    vllm_importance_sampling_clip_min: float | None = None
+    """The weight's floor (truncate modes) or the ratio below which a token is dropped (mask modes); None: none."""
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    """The weight's cap C (truncate modes) or the ratio above which a token is dropped (mask modes)."""
     seed: int = 0
     """Seeds task choice (``random.Random``), rollouts and minibatch shuffling (``torch.Generator``s)."""
+    group: InitVar[int | None] = None
+    lr: InitVar[float | None] = None
+    epochs: InitVar[int | None] = None
+    clip: InitVar[float | None] = None
+    agg: InitVar[str | None] = None
+    adv_norm: InitVar[str | None] = None
+    kl_coef: InitVar[float | None] = None
+    ent_coef: InitVar[float | None] = None
+    vllm_importance_sampling_cap: InitVar[float | None] = None
 
-    def __post_init__(self):
-        if self.adv_norm not in ADV_NORMS:
-            raise ValueError(f'unknown adv_norm {self.adv_norm!r}; valid choices are {list(ADV_NORMS)}')
-        if self.agg not in AGGS:
-            raise ValueError(f'unknown agg {self.agg!r}; valid choices are {list(AGGS)}')
-        for name in ('n_tasks', 'group', 'epochs', 'minibatches'):
+    def __post_init__(self, *old_values):
+        self._take_old_names(dict(zip(OLD_NAMES, old_values)))
+        if isinstance(self.scale_rewards, bool):
+            self.scale_rewards = 'group' if self.scale_rewards else 'none'
+        for name, valid in (('loss_type', LOSS_TYPES), ('importance_sampling_level', IS_LEVELS),
+                            ('scale_rewards', SCALE_REWARDS), ('advantage_estimator', ESTIMATORS),
+                            ('vllm_importance_sampling_mode', IS_MODES)):
+            check_choice(name, getattr(self, name), valid)
+        for name in ('n_tasks', 'num_generations', 'num_iterations', 'minibatches', 'max_completion_length',
+                     'max_num_gen_batches'):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f'{name} must be a positive int, got {value!r}')
-        if self.adv_norm == 'std' and self.group < 2:
-            raise ValueError("adv_norm='std' needs group >= 2 (a group of one has no std)")
-        if self.minibatches > self.n_tasks * self.group:
-            raise ValueError(f'minibatches ({self.minibatches}) exceeds the batch size ({self.n_tasks * self.group})')
-        for name in ('lr', 'clip', 'temperature'):
-            if not getattr(self, name) > 0:
-                raise ValueError(f'{name} must be > 0, got {getattr(self, name)!r}')
-        for name in ('kl_coef', 'ent_coef'):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f'{name} must be >= 0, got {getattr(self, name)!r}')
+        for name in ('mask_truncated_completions', 'use_bias_correction_kl', 'dynamic_sampling',
+                     'vllm_importance_sampling_correction'):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f'{name} must be True or False, got {getattr(self, name)!r}')
+        needs_two = [why for why, on in (("scale_rewards='group'", self.scale_rewards == 'group'),
+                                         ("advantage_estimator='rloo'", self.advantage_estimator == 'rloo'),
+                                         ('dynamic_sampling', self.dynamic_sampling)) if on]
+        if needs_two and self.num_generations < 2:
+            raise ValueError(f'{needs_two[0]} needs num_generations >= 2 (a group of one has no spread)')
+        if self.minibatches > self.n_tasks * self.num_generations:
+            raise ValueError(f'minibatches ({self.minibatches}) exceeds the batch size '
+                             f'({self.n_tasks * self.num_generations})')
+        for name in ('learning_rate', 'epsilon', 'temperature'):
+            _check_number(self, name, 0)
+        for name in ('epsilon_high', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max'):
+            _check_number(self, name, 0, optional=True)
+        for name in ('beta', 'entropy_coef'):
+            _check_number(self, name, 0, strict=False)
+        _check_number(self, 'delta', 1, optional=True)
+        _check_number(self, 'max_grad_norm', 0, strict=False, optional=True)
+        low, high = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
+        if low is not None and high is not None and low >= high:
+            raise ValueError(f'vllm_importance_sampling_clip_min ({low}) must be below '
+                             f'vllm_importance_sampling_clip_max ({high})')
+        if low is None and high is None and self.vllm_importance_sampling_mode.endswith('truncate'):
+            raise ValueError('a *_truncate vllm_importance_sampling_mode needs vllm_importance_sampling_clip_min or '
+                             'vllm_importance_sampling_clip_max')
         check_credit(self.credit, self.gamma)
 
+    def _take_old_names(self, given: dict) -> None:
+        """Move what came under a former name to its new name (``OLD_NAMES``); both at once is an error."""
+        defaults = {f.name: f.default for f in fields(self)}
+        for old, value in given.items():
+            if value is None:
+                continue
+            new = OLD_NAMES[old]
+            if getattr(self, new) != defaults[new]:
+                raise ValueError(f'{old} is the former name of {new}: give one of them, not both')
+            if old in _OLD_VALUES:
+                if value not in _OLD_VALUES[old]:
+                    said = ', '.join(f'{a!r} is {b!r}' for a, b in _OLD_VALUES[old].items())
+                    raise ValueError(f'unknown {old} {value!r}; valid choices are {list(_OLD_VALUES[old])} '
+                                     f'({old} is the former name of {new}: {said})')
+                value = _OLD_VALUES[old][value]
+            setattr(self, new, value)
 
-def aggregate(x: torch.Tensor, mask: torch.Tensor, agg: str = 'token') -> torch.Tensor:
-    """Mean of per-token values ``x [B, T-1]`` over action tokens (``mask [B, T-1]``) -> scalar.
 
-    ``'token'``: ``(x * mask).sum() / mask.sum()``, every action token weighs the same, so long
-    episodes weigh more. ``'seq'``: each episode's mean over its own action tokens, then the mean
-    over episodes, so every episode weighs the same (exercise 1).
-    """
-    if agg not in AGGS:
-        raise ValueError(f'unknown agg {agg!r}; valid choices are {list(AGGS)}')
-    if agg == 'token':
-        return (x * mask).sum() / mask.sum()
-    return ((x * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
-
-
-def group_advantages(rewards: torch.Tensor, adv_norm: str = 'mean') -> torch.Tensor:
-    """Group-baseline advantages: ``rewards [tasks, G]`` -> ``[tasks, G]`` (``'mean'`` or ``'std'``)."""
-    if adv_norm not in ADV_NORMS:
-        raise ValueError(f'unknown adv_norm {adv_norm!r}; valid choices are {list(ADV_NORMS)}')
-    advantages = rewards - rewards.mean(1, keepdim=True)  # [tasks, G]
-    if adv_norm == 'std':
-        advantages = advantages / (rewards.std(1, keepdim=True) + STD_EPS)  # unbiased std, as TRL
-    return advantages
+def _check_number(cfg, name: str, bound: float, strict: bool = True, optional: bool = False) -> None:
+    """``ValueError`` unless ``cfg.name`` is a finite number above ``bound`` (at least it, ``strict=False``), or None
+    where ``optional``."""
+    value = getattr(cfg, name)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not (value > bound if strict else value >= bound):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {bound}"
+                         f"{' (or None)' if optional else ''}, got {value!r}")
 
 
 def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True, lengths=None):
@@ -142,45 +239,101 @@ def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entro
     return logp, entropy_from_logits(logits if entropy_grad else logits.detach())
 
 
-def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None):
-    """The clipped surrogate on one minibatch -> (loss, stats dict of floats).
+def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_items_in_batch=None):
+    """The trainer's loss on one minibatch -> (loss, stats dict of floats).
 
-    ``mb`` is a ``collate`` batch of sampled trajectories (its ``logprobs [b, T-1]`` are the
-    behaviour log-probs), ``mb_advantages`` their advantages: ``[b]`` (one per episode) or ``[b, T-1]`` (one
-    per token, turn credit). Every term (surrogate, entropy,
-    KL) is aggregated with ``cfg.agg``. ``stats`` holds ``pg_loss``,
-    ``entropy``, ``clip_frac`` (share of action tokens whose ratio left the clip range),
-    ``approx_kl`` (token mean of ``(ratio - 1) - log ratio``, KL(behaviour || new)) and, with a
-    ``ref_model``, ``kl`` (the k3 estimate of KL(new || ref), token mean).
+    ``mb`` is a ``collate`` batch of sampled trajectories: its ``logprobs [b, T-1]`` are the sampler's log-probs,
+    the behaviour. ``mb_advantages``: ``[b]`` (one per episode) or ``[b, T-1]`` (one per token, turn credit).
+    With ``cfg.vllm_importance_sampling_correction``, the ratio's old policy is ``mb['old_logprobs']`` (the
+    trainer's log-probs before the step's updates; ``train_grpo`` sets them) or, absent, the current ones
+    detached (a first pass), and each token's loss is weighted by ``pg_losses.sampler_weights``.
+    ``num_items_in_batch``: for ``'dapo'`` and ``'cispo'``, the action tokens of the step's batch per
+    minibatch (None: this minibatch's own).
+
+    ``stats``: ``pg_loss`` (the policy term alone), ``entropy`` (mean action-token entropy, TRL's), ``clip_frac``
+    (agentrl's: share of action tokens whose per-token ratio lies outside ``[1 - epsilon, 1 + epsilon_high]``),
+    ``approx_kl`` (token mean of ``(ratio - 1) - log ratio``, KL(behaviour || new)), TRL's clip monitors
+    (``pg_losses.clip_ratios``) and, with a ``ref_model``, ``kl`` (TRL's: token mean of the k3 estimate of
+    KL(new || ref), times the ratio with ``use_bias_correction_kl``).
     """
-    mask = mb['action_mask']  # [b, T-1], 1 on action tokens
-    mb_old_logp = mb['logprobs']  # [b, T-1], behaviour log-probs (0 off the action tokens)
-    mb_logp, mb_entropy = token_logp_entropy(model, mb['ids'], cfg.temperature, entropy_grad=cfg.ent_coef > 0,
+    mask = loss_mask(mb, cfg)  # [b, T-1], 1 on the action tokens the loss reads
+    sampler_logp = mb['logprobs']  # [b, T-1], 0 off the action tokens
+    mb_logp, mb_entropy = token_logp_entropy(model, mb['ids'], cfg.temperature, entropy_grad=cfg.entropy_coef > 0,
                                              lengths=mb.get('lengths'))  # [b, T-1] each
-    log_ratio = (mb_logp - mb_old_logp) * mask  # [b, T-1], 0 off the action tokens
-    ratio = log_ratio.exp()  # [b, T-1]
+    weight = None
+    old_logp = sampler_logp
+    if cfg.vllm_importance_sampling_correction:
+        old_logp = mb.get('old_logprobs')
+        old_logp = mb_logp.detach() if old_logp is None else old_logp  # [b, T-1]
+        weight = sampler_weights(old_logp, sampler_logp, mask, cfg.vllm_importance_sampling_mode,
+                                 cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max)
     A = mb_advantages[:, None] if mb_advantages.dim() == 1 else mb_advantages  # [b, 1] or [b, T-1]
-    pg_losses = -A * ratio  # [b, T-1]
-    pg_losses_clipped = -A * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)  # [b, T-1]
-    pg_loss = aggregate(torch.max(pg_losses, pg_losses_clipped), mask, cfg.agg)
-    entropy = aggregate(mb_entropy, mask, cfg.agg)
-    loss = pg_loss - cfg.ent_coef * entropy if cfg.ent_coef else pg_loss
+    pg_loss, coef_1 = policy_loss(mb_logp, old_logp, A, mask, cfg, weight, num_items_in_batch)
+    entropy = aggregate(mb_entropy, mask, 'bnpo')  # the mean over tokens, for every loss_type (TRL's)
+    loss = pg_loss - cfg.entropy_coef * entropy if cfg.entropy_coef else pg_loss
     stats = {}
     if ref_model is not None:
         with torch.no_grad():
             ref_logp, _ = token_logp_entropy(ref_model, mb['ids'], cfg.temperature, entropy_grad=False,
                                              lengths=mb.get('lengths'))  # [b, T-1]
-        log_r = (ref_logp - mb_logp) * mask  # [b, T-1], log pi_ref / pi
-        kl = aggregate(log_r.exp() - 1 - log_r, mask, cfg.agg)  # k3: unbiased, always >= 0 (Schulman 2020)
-        if cfg.kl_coef:
-            loss = loss + cfg.kl_coef * kl
-        stats['kl'] = kl.item()
+        per_token_kl = kl_k3(mb_logp, ref_logp, mask)  # [b, T-1]
+        if cfg.use_bias_correction_kl:
+            per_token_kl = per_token_kl * coef_1
+        if cfg.beta:
+            loss = loss + cfg.beta * aggregate(per_token_kl, mask, cfg.loss_type, cfg.max_completion_length,
+                                               num_items_in_batch)
+        stats['kl'] = masked_mean(per_token_kl.detach(), mask).item()
     with torch.no_grad():
-        n_tokens = mask.sum()
+        n_tokens = mask.sum().clamp(min=1)
+        log_ratio = (mb_logp - old_logp) * mask  # [b, T-1], per token whatever the level
+        ratio = log_ratio.exp()
+        high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
+        outside = ((ratio - 1) > high) | ((1 - ratio) > cfg.epsilon)  # [b, T-1]
         stats.update(pg_loss=pg_loss.item(), entropy=entropy.item(),
-                     clip_frac=((((ratio - 1).abs() > cfg.clip).float() * mask).sum() / n_tokens).item(),
+                     clip_frac=((outside.float() * mask).sum() / n_tokens).item(),
                      approx_kl=((((ratio - 1) - log_ratio) * mask).sum() / n_tokens).item())
+        stats.update(clip_ratios(coef_1, A, mask, cfg))
+        if weight is not None:
+            stats.update(weight_stats(weight, mask))
     return loss, stats
+
+
+def _sample(model, tasks, tok, cfg: GRPOConfig, rng, gen, env) -> tuple:
+    """A step's episodes -> (the batch to train on, task-major; every episode sampled; batches drawn).
+
+    Without ``dynamic_sampling``: one batch of ``n_tasks`` groups, both. With it (DAPO): batches of ``n_tasks``
+    groups until ``n_tasks`` informative groups (returns not all equal) are found or ``max_num_gen_batches``
+    batches were drawn; the first ``n_tasks`` informative groups, filled up at the cap with uninformative ones."""
+    G = cfg.num_generations
+    draw = lambda: rollout_groups(model, rng.sample(tasks, cfg.n_tasks), tok, G, env=env,
+                                  temperature=cfg.temperature, generator=gen)
+    trajs = draw()
+    if not cfg.dynamic_sampling:
+        return trajs, trajs, 1
+    sampled, informative, dull, batches = [], [], [], 0
+    while True:
+        batches += 1
+        sampled += trajs
+        for k in range(0, len(trajs), G):
+            group = trajs[k:k + G]
+            (informative if len({float(t.reward) for t in group}) > 1 else dull).append(group)
+        if len(informative) >= cfg.n_tasks or batches >= cfg.max_num_gen_batches:
+            break
+        trajs = draw()
+    return [t for group in (informative + dull)[:cfg.n_tasks] for t in group], sampled, batches
+
+
+def _trainer_logprobs(model, trajs, tok, cfg: GRPOConfig, width: int) -> torch.Tensor:
+    """The trainer's log-probs of every episode's tokens before the step's updates, at the temperature -> ``[B, width]``
+    (0-padded), computed in ``cfg.minibatches`` chunks (a training minibatch's memory), off the graph."""
+    out = torch.zeros(len(trajs), width)
+    with torch.no_grad():
+        for idx in torch.arange(len(trajs)).chunk(cfg.minibatches):
+            chunk = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
+            logp, _ = token_logp_entropy(model, chunk['ids'], cfg.temperature, entropy_grad=False,
+                                         lengths=chunk.get('lengths'))  # [b, T_chunk-1]
+            out[idx, :logp.shape[1]] = logp.float()
+    return out
 
 
 @small_model_threads
@@ -190,18 +343,22 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
 
     ``history`` is as ``recipes.reinforce.train_rl``'s: ``(start + step, *evaluate(model))`` before
     the first step and every ``every`` steps (empty without ``evaluate``). ``logs`` has one dict
-    per step: ``step``, ``reward`` (mean sampled reward), ``informative`` (share of groups with
-    mixed outcomes), and the means over the step's minibatch updates of ``pg_loss``,
-    ``entropy``, ``clip_frac``, ``approx_kl`` and, when there is a reference, ``kl``.
+    per step: ``step``, ``reward`` (mean sampled reward), ``informative`` (share of sampled groups with
+    mixed outcomes), the means over the step's updates of ``pg_loss``, ``entropy``, ``clip_frac``,
+    ``approx_kl`` and, when there is a reference, ``kl``; with CISPO ``cispo_clip_ratio``; with
+    ``vllm_importance_sampling_correction`` the sampler's gap (``pg_losses.sampler_gap``) and weights
+    (``pg_losses.weight_stats``); with ``dynamic_sampling``, ``dynamic_sampling/episodes`` (episodes sampled
+    this step, every batch drawn) and ``dynamic_sampling/batches``.
 
-    The reference is ``ref_model`` if given (its KL is then logged even at ``kl_coef=0``), else a
-    frozen copy of ``model`` taken before the first step when ``cfg.kl_coef > 0``, else none. Episodes are
+    The reference is ``ref_model`` if given (its KL is then logged even at ``beta=0``), else a
+    frozen copy of ``model`` taken before the first step when ``cfg.beta > 0``, else none. Episodes are
     sampled in ``env`` (a factory or Gymnasium id, one fresh environment per episode).
 
-    ``loggers`` (``agentrl.loggers``) get every step's ``logs`` row under TRL's names (``loss``, ``pg_loss``,
-    ``entropy``, ``clip_ratio/region_mean``, ``approx_kl``, ``kl``, ``grad_norm``: means over the step's
-    updates), what its sample shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``invalid_calls`` ...)
-    and the token counts, and each evaluation under ``eval/`` (as ``train_rl``'s).
+    ``loggers`` (``agentrl.loggers``) get every step's ``logs`` row, TRL's clip monitors (``clip_ratio/low_mean``,
+    ``high_mean``, ``region_mean``, ``low_min``, ``high_max``, as TRL computes them), the sampler's gap every
+    step, ``loss`` and ``grad_norm`` (means over the step's updates), what its sample shows (``reward``,
+    ``reward_std``, ``frac_reward_zero_std``, ``invalid_calls`` ...) and the token counts, and each evaluation
+    under ``eval/`` (as ``train_rl``'s).
     """
     cfg = cfg or GRPOConfig()
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
@@ -209,50 +366,71 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     tasks = list(tasks)
     if cfg.n_tasks > len(tasks):
         raise ValueError(f'n_tasks ({cfg.n_tasks}) exceeds the {len(tasks)} tasks given')
-    if ref_model is None and cfg.kl_coef > 0:
+    if ref_model is None and cfg.beta > 0:
         ref_model = copy.deepcopy(model)
     if ref_model is not None:
         ref_model.eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
     rep = as_reporter(loggers)
     history = first_evaluation(model, evaluate, start, rep)
     logs = []
+    G = cfg.num_generations
     for step in range(1, steps + 1):
         started = rep.clock()
-        # 1. sample n_tasks x group episodes with the current (behaviour) policy
-        trajs = rollout_groups(model, rng.sample(tasks, cfg.n_tasks), tok, cfg.group, env=env,
-                               temperature=cfg.temperature, generator=gen)
-        b_rewards = torch.tensor([t.reward for t in trajs]).view(cfg.n_tasks, cfg.group)  # [tasks, G]
+        # 1. sample n_tasks x G episodes with the current (behaviour) policy; dynamic sampling draws more
+        trajs, sampled, batches = _sample(model, tasks, tok, cfg, rng, gen, env)
+        b_rewards = torch.tensor([t.reward for t in trajs]).view(-1, G)  # [tasks, G]
+        full = collate(trajs, tok.pad_id)
         # 2. group advantages: one per episode, or (turn credit) one per token of each turn
-        b_advantages = group_advantages(b_rewards, cfg.adv_norm).view(-1)  # [B]
+        b_advantages = group_advantages(b_rewards, cfg.scale_rewards, cfg.advantage_estimator).view(-1)  # [B]
         if cfg.credit == 'turn':
-            full = collate(trajs, tok.pad_id)
-            b_turn = group_credit(full, cfg.group, 'turn', cfg.gamma)  # [B, T-1]
-            if cfg.adv_norm == 'std':  # the same scale as episode credit's: the group's return std
-                b_turn = b_turn / (b_rewards.std(1) + STD_EPS).repeat_interleave(cfg.group)[:, None]
-        # 3. epochs x minibatches of clipped updates
+            b_turn = group_credit(full, G, 'turn', cfg.gamma)  # [B, T-1]
+            scale = reward_scale(b_rewards, cfg.scale_rewards)  # the same scale as episode credit's
+            if scale is not None:
+                b_turn = b_turn / scale.expand(-1, G).reshape(-1)[:, None]
+        # the trainer's own log-probs before the updates: the old policy of TIS, else only for the sampler's gap
+        width = full['ids'].shape[1] - 1
+        b_old = _trainer_logprobs(model, trajs, tok, cfg, width) if cfg.vllm_importance_sampling_correction \
+            else None
+        gap = sampler_gap(b_old, full['logprobs'], loss_mask(full, cfg)) if b_old is not None else \
+            rep.measure(lambda: sampler_gap(_trainer_logprobs(model, trajs, tok, cfg, width), full['logprobs'],
+                                            loss_mask(full, cfg)))
+        num_items = loss_mask(full, cfg).sum() / cfg.minibatches if cfg.loss_type in ('dapo', 'cispo') else None
+        # 3. num_iterations x minibatches of clipped updates
         B = len(trajs)
         step_stats, watched = [], []  # the logs' stats per update, and its (loss, grad norm, tokens) for the loggers
-        for _ in range(cfg.epochs):
+        for _ in range(cfg.num_iterations):
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
                 mb = collate([trajs[i] for i in mb_idx.tolist()], tok.pad_id)
-                mb_adv = b_advantages[mb_idx] if cfg.credit == 'episode' else b_turn[mb_idx][:, :mb['ids'].shape[1] - 1]
-                loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model)
+                T1 = mb['ids'].shape[1] - 1
+                mb_adv = b_advantages[mb_idx] if cfg.credit == 'episode' else b_turn[mb_idx][:, :T1]
+                if b_old is not None:
+                    mb['old_logprobs'] = b_old[mb_idx][:, :T1]
+                loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model, num_items)
                 opt.zero_grad()
                 loss.backward()
                 watched.append((loss.item(), rep.measure(lambda: grad_norm(model)), batch_tokens(mb)))
+                if cfg.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 opt.step()
                 step_stats.append(stats)
-        row = {'step': start + step, 'reward': b_rewards.mean().item(), 'informative': informative_fraction(b_rewards)}
-        row.update({k: sum(s[k] for s in step_stats) / len(step_stats) for k in step_stats[0]})
+        means = {k: sum(s[k] for s in step_stats) / len(step_stats) for k in step_stats[0]}
+        sampled_rewards = torch.tensor([t.reward for t in sampled]).view(-1, G)  # [sampled tasks, G]
+        row = {'step': start + step, 'reward': sampled_rewards.mean().item(),
+               'informative': informative_fraction(sampled_rewards)}
+        row.update({k: v for k, v in means.items() if k not in CLIP_MONITORS})  # the rows' figures of before
+        if cfg.vllm_importance_sampling_correction:
+            row.update(gap)
+        if cfg.dynamic_sampling:
+            row.update({'dynamic_sampling/episodes': len(sampled), 'dynamic_sampling/batches': batches})
         logs.append(row)
-        rep.log(start + step, lambda: _step_metrics(row, watched, trajs, cfg.group, env), started=started,
-                tokens=sum(w[2] for w in watched), episodes=len(trajs))
+        rep.log(start + step, lambda: _step_metrics(row, means, gap, watched, sampled, G, env), started=started,
+                tokens=sum(w[2] for w in watched), episodes=len(sampled))
         if evaluate is not None and step % every == 0:
             values = evaluate(model)
             history.append((start + step, *values))
@@ -260,15 +438,14 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     return history, logs
 
 
-_TRL_NAMES = {'clip_frac': 'clip_ratio/region_mean'}
-"""``logs`` keys whose logged name is TRL's (the others keep theirs)."""
-
-
-def _step_metrics(row, watched, trajs, group, env) -> dict:
-    """A step's logged monitors: its ``logs`` row under TRL's names, the mean loss and grad norm of its
-    updates (``watched``: (loss, grad norm, tokens) each), and what its sample (in ``env``) shows."""
+def _step_metrics(row, means, gap, watched, trajs, group, env) -> dict:
+    """A step's logged monitors: what its sample (in ``env``) shows, its ``logs`` row, TRL's clip monitors
+    (``means``: the updates' mean stats), the sampler's ``gap``, and the mean loss and grad norm of its updates
+    (``watched``: (loss, grad norm, tokens) each)."""
     out = sample_metrics(trajs, group, env)
-    out.update({_TRL_NAMES.get(k, k): v for k, v in row.items() if k != 'step'})  # reward, informative: the row's
+    out.update({k: v for k, v in row.items() if k != 'step'})  # reward, informative: the row's
+    out.update({k: v for k, v in means.items() if k in CLIP_MONITORS})
+    out.update(gap or {})
     out['loss'] = sum(w[0] for w in watched) / len(watched)
     out['grad_norm'] = sum(w[1] for w in watched) / len(watched)
     return out

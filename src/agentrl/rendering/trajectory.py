@@ -185,7 +185,8 @@ def collate(trajs, pad_id: int) -> dict:
         episode's return), turn_rewards ``[B, K]`` (each call's reward, K the most calls, padded with 0; with
         ``turn`` they give each token's reward-to-go: ``recipes.credit``),
         owner ``[B, T]`` and turn ``[B, T]`` (padded with -1), logprobs ``[B, T-1]`` (padded with 0),
-        lengths ``[B]`` (the real tokens of each row).
+        lengths ``[B]`` (the real tokens of each row), truncated ``[B]`` bool (the environment cut the episode at
+        a budget, ``info['truncated']``; False where the info does not say).
 
     The model needs no more than the ids to skip the padding: with our tokenizer's ``pad_id``
     (always 0, ``tokenizer.PAD_ID``), ``TinyAgent`` reads each row's length off its trailing 0s.
@@ -224,5 +225,7 @@ def collate(trajs, pad_id: int) -> dict:
     rewards = torch.tensor([float(t.reward) for t in trajs])
     K = max(len(t.turn_rewards) for t in trajs)
     turn_rewards = torch.tensor([t.turn_rewards + [0.0] * (K - len(t.turn_rewards)) for t in trajs])  # [B, K]
+    truncated = torch.tensor([bool(t.info.get('truncated', False)) for t in trajs])  # [B]
     return {'ids': ids, 'attention_mask': attention_mask, 'action_mask': action_mask, 'rewards': rewards,
-            'turn_rewards': turn_rewards, 'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths}
+            'turn_rewards': turn_rewards, 'owner': owner, 'turn': turn, 'logprobs': logprobs, 'lengths': lengths,
+            'truncated': truncated}
