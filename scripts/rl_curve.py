@@ -109,13 +109,15 @@ def rl(args):
     env, cfg, tok, _ = setup(args)
     out, s = folder(args), args.seed
     name = args.name or (f'{args.recipe}-{args.start}-lr{args.lr:g}-{args.tasks}x{args.group}'
-                         + (f'-e{args.epochs}' if args.recipe == 'grpo' else ''))
+                         + (f'-e{args.epochs}' if args.recipe == 'grpo' else '')
+                         + (f'-clip{args.max_grad_norm:g}' if args.max_grad_norm else ''))
     model = load_model(out / f'{args.start}.safetensors', tok)
     train = env.tasks('train')
     batch = args.tasks * args.group
     record = {'env': args.env, 'seed': s, 'policy': args.policy, 'start': args.start, 'recipe': args.recipe,
               'lr': args.lr, 'tasks': args.tasks, 'group': args.group, 'steps': args.steps, 'every': args.every,
               'eval_samples': args.eval_samples, 'epochs': args.epochs, 'micro_batch': args.micro_batch,
+              'max_grad_norm': args.max_grad_norm,
               'threads': torch.get_num_threads(), 'points': []}
     t0 = time.time()
 
@@ -140,14 +142,16 @@ def rl(args):
 
     ck = Checkpoint(out / f'{name}.pt', every=1, extra={'points': record['points']})
     if args.recipe == 'reinforce':
+        from agentrl.recipes.optim import OptimConfig
         train_rl(model, train, tok, args.steps, lr=args.lr, seed=0 + s, n_tasks=args.tasks, group=args.group,
                  every=args.every, evaluate=evaluate_and_keep, env=env.env_id, loggers=log, checkpoint=ck,
-                 micro_batch=args.micro_batch)
+                 micro_batch=args.micro_batch, optim=OptimConfig(max_grad_norm=args.max_grad_norm))
     else:
-        knobs = GRPOConfig(n_tasks=args.tasks, group=args.group, lr=args.lr, epochs=args.epochs,
-                           minibatches=args.minibatches, seed=0 + s)
+        knobs = GRPOConfig(n_tasks=args.tasks, num_generations=args.group, learning_rate=args.lr,
+                           num_iterations=args.epochs, minibatches=args.minibatches, micro_batch=args.micro_batch,
+                           max_grad_norm=args.max_grad_norm, seed=0 + s)
         train_grpo(model, train, tok, args.steps, knobs, evaluate=evaluate_and_keep, every=args.every, env=env.env_id,
-                   loggers=log)
+                   loggers=log, checkpoint=ck)
     record['done'] = True
     record['seconds'] = round(time.time() - t0)
     write(out / f'{name}.json', record)
@@ -175,6 +179,7 @@ def main(argv=None):
             p.add_argument('--epochs', type=int, default=2, help='the clipped trainer\'s passes over each batch')
             p.add_argument('--micro-batch', type=int, default=8, help='episodes REINFORCE forwards at a time')
             p.add_argument('--minibatches', type=int, default=2, help="the clipped trainer's updates per pass")
+            p.add_argument('--max-grad-norm', type=float, default=None)
             p.add_argument('--name', default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -54,20 +54,32 @@ def uninterrupted(tmp_path_factory):
     return sections(out)
 
 
+@pytest.fixture(scope='module')
+def uninterrupted_extended(tmp_path_factory):
+    from agentrl.cli import main
+    out = tmp_path_factory.mktemp('whole') / 'run'
+    assert exit_code(main, ['reproduce', *SETTINGS, '--extended', '--quiet', '--out', str(out)]) == 0
+    return sections(out)
+
+
 @pytest.mark.parametrize('section, key, at, resumed', [
     ('15.5', 'sft_rl', 5, 'resuming train_rl at step 4 of 9'),
     ('15.2', 'oracle_sft', 3, 'resuming sft_train at step 2 of 4'),
+    ('beyond', 'sft_grpo', 3, 'resuming train_grpo at step 2 of 9'),
 ])
-def test_a_run_killed_inside_a_recipe_resumes_to_the_same_sections(tmp_path, uninterrupted, section, key, at, resumed):
+def test_a_run_killed_inside_a_recipe_resumes_to_the_same_sections(tmp_path, request, section, key, at, resumed):
+    extended = section == 'beyond'
+    uninterrupted = request.getfixturevalue('uninterrupted_extended' if extended else 'uninterrupted')
+    settings = SETTINGS + (['--extended'] if extended else [])
     out = tmp_path / 'run'
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(Path_src()), os.environ.get('PYTHONPATH')]))}
-    killed = subprocess.run([sys.executable, '-c', KILLER, section, key, str(at), *SETTINGS, '--quiet', '--out', str(out)],
+    killed = subprocess.run([sys.executable, '-c', KILLER, section, key, str(at), *settings, '--quiet', '--out', str(out)],
                             env=env, capture_output=True, text=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert section not in sections(out) if (out / 'results.json').exists() else True
     assert list((out / 'partial').rglob('*.pt')), 'the killed recipe left no saved state'
     from agentrl.cli import main
-    assert exit_code(main, ['reproduce', *SETTINGS, '--quiet', '--resume', '--out', str(out)]) == 0
+    assert exit_code(main, ['reproduce', *settings, '--quiet', '--resume', '--out', str(out)]) == 0
     assert sections(out) == uninterrupted
     transcript = (out / 'transcript.txt').read_text().splitlines()
     assert resumed in transcript

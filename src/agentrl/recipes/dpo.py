@@ -19,6 +19,7 @@ from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
 from .loop import RecipeLoop
+from .optim import make_optimizer, make_scheduler, optimizer_step
 from .monitors import batch_tokens, grad_norm, preference_metrics
 from .outcomes import DEFAULT_MARGIN, check_margin, reaches, warn_no_signal
 from .sft import sft_loss
@@ -98,7 +99,7 @@ def preference_loss(policy_logp_chosen, policy_logp_rejected, ref_chosen, ref_re
 
 
 def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, loss='sigmoid', nll_weight=0.0,
-                    loggers=None, step=0):
+                    loggers=None, step=0, optim=None, scheduler=None):
     """One optimizer step of ``preference_loss`` (+ ``nll_weight`` x the chosen episodes' ``sft_loss``)
     on collated pairs -> (mean chosen log-ratio, mean rejected log-ratio, loss), measured before the step.
 
@@ -114,7 +115,7 @@ def preference_step(policy, opt, chosen_b, rejected_b, ref_c, ref_r, beta=0.1, l
     opt.zero_grad()
     total.backward()
     norm = rep.measure(lambda: grad_norm(policy))
-    opt.step()
+    optimizer_step(policy, opt, scheduler, optim)
     value = total.item()
     rep.log(step, lambda: {'loss': value, **preference_metrics(pc, pr, ref_c, ref_r, beta), 'grad_norm': norm},
             started=started, tokens=batch_tokens(chosen_b) + batch_tokens(rejected_b))
@@ -147,7 +148,7 @@ def make_pairs(sample, tasks, seed=0, margin=DEFAULT_MARGIN) -> list:
 @small_model_threads
 def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, nll_weight=0.0, loss='sigmoid',
               every=25, evaluate=None, monitor=None, loggers=None, batch_size=None, seed=0, checkpoint=None,
-              progress=None):
+              progress=None, optim=None):
     """Full-batch DPO on ``pairs``, in place -> log, one dict per ``every`` steps (sections 15.4, 15.6).
 
     ``batch_size``: None (default) trains on every pair at every step, as the chapter does; a number draws that many
@@ -166,7 +167,8 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     ``d_rejected``, TRL's ``rewards/margins`` and ``rewards/accuracies`` ...), and ``evaluate``'s figures under
     ``eval/`` every ``every`` steps: pass an ``evaluate`` that counts invalid calls to watch them beside it
     (section 15.6). An ``evaluate`` key that is one of the row's own raises ValueError. ``checkpoint`` and
-    ``progress``: ``recipes.loop``.
+    ``progress``: ``recipes.loop``. ``optim`` (``recipes.optim.OptimConfig``): weight decay, clipping, warmup and
+    schedule (default: the chapter's AdamW).
     """
     pairs = list(pairs)
     if not pairs:
@@ -184,13 +186,14 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
     with torch.no_grad(), (policy.adapter_off() if adapters else nullcontext()):
         ref = policy if ref_model is None else ref_model
         ref_c, ref_r = episode_logp(ref, chosen_b), episode_logp(ref, rejected_b)  # [P], [P]
-    opt = torch.optim.AdamW(policy.parameters(), lr=lr)
+    opt = make_optimizer(policy, lr, optim)
+    scheduler = make_scheduler(opt, optim, steps)
     rep = as_reporter(loggers)
     gen = torch.Generator().manual_seed(seed) if batch_size is not None else None
     log = []
     loop = RecipeLoop('train_dpo', steps, policy, opt, streams={'batches': gen} if gen is not None else None,
                       outputs={'log': log, **({'monitor': monitor} if monitor is not None else {})},
-                      checkpoint=checkpoint, progress=progress)
+                      checkpoint=checkpoint, progress=progress, scheduler=scheduler)
     for step in loop.steps():
         chosen, rejected, c_ref, r_ref = chosen_b, rejected_b, ref_c, ref_r
         if gen is not None:
@@ -198,7 +201,7 @@ def train_dpo(policy, pairs, tok, ref_model=None, steps=100, beta=0.1, lr=1e-3, 
             chosen, rejected = (collate([pairs[i][side] for i in idx.tolist()], tok.pad_id) for side in (0, 1))
             c_ref, r_ref = ref_c[idx], ref_r[idx]
         d_chosen, d_rejected, _ = preference_step(policy, opt, chosen, rejected, c_ref, r_ref, beta, loss, nll_weight,
-                                                  rep, step)
+                                                  rep, step, optim, scheduler)
         if monitor is not None:
             monitor.append((step, d_chosen, d_rejected))
         if step % every == 0:

@@ -36,9 +36,7 @@ at any temperature. The tests check this to 1e-6 at T = 0.7, 1 and 1.5.
 from __future__ import annotations
 
 import copy
-import math
 import random
-from dataclasses import InitVar, dataclass, fields
 
 import torch
 
@@ -51,181 +49,11 @@ from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
 from .diagnostics import informative_fraction
 from .monitors import batch_tokens, first_evaluation, grad_norm, sample_metrics
-from .pg_losses import (CLIP_MONITORS, ESTIMATORS, IS_LEVELS, IS_MODES, LOSS_TYPES, OLD_LOSS_NAMES, OLD_SCALE_NAMES,
-                        SCALE_REWARDS, aggregate, check_choice, clip_ratios, group_advantages, kl_k3, loss_mask,
-                        masked_mean, policy_loss, reward_scale, sampler_gap, sampler_weights, weight_stats)
-
-OLD_NAMES = {'group': 'num_generations', 'lr': 'learning_rate', 'epochs': 'num_iterations', 'clip': 'epsilon',
-             'agg': 'loss_type', 'adv_norm': 'scale_rewards', 'kl_coef': 'beta', 'ent_coef': 'entropy_coef',
-             'vllm_importance_sampling_cap': 'vllm_importance_sampling_clip_max'}
-"""``GRPOConfig``'s former (agentrl's, or TRL's deprecated) names -> the names it has now."""
-_OLD_VALUES = {'agg': OLD_LOSS_NAMES, 'adv_norm': OLD_SCALE_NAMES}
-
-
-@dataclass
-class GRPOConfig:
-    """Knobs of ``train_grpo``, under TRL's names (``trl.GRPOConfig`` 1.16) with TRL's meanings where TRL has the knob.
-
-    Defaults give the trainer of before (section 15.5's REINFORCE where the two overlap); where they differ from
-    TRL's, the field says so. The former names still work, mapped to the new: ``group`` (``num_generations``),
-    ``lr`` (``learning_rate``), ``epochs`` (``num_iterations``), ``clip`` (``epsilon``), ``agg``
-    (``loss_type``: ``'token'`` is ``'bnpo'``, ``'seq'`` is ``'grpo'``), ``adv_norm`` (``scale_rewards``:
-    ``'mean'`` is ``'none'``, ``'std'`` is ``'group'``), ``kl_coef`` (``beta``), ``ent_coef`` (``entropy_coef``)
-    and TRL's deprecated ``vllm_importance_sampling_cap`` (``vllm_importance_sampling_clip_max``). The
-    variants' settings are tabled in the docs (docs/variants.md).
-    """
-    n_tasks: int = 8
-    """Tasks sampled (without replacement) per step."""
-    num_generations: int = 8
-    """Episodes per task: the group whose mean is the baseline (TRL's name)."""
-    learning_rate: float = 1e-3
-    """AdamW learning rate (TRL's default: 1e-6)."""
-    num_iterations: int = 2
-    """Passes over each step's batch, PPO's reuse (TRL's mu; its default: 1, on-policy)."""
-    minibatches: int = 2
-    """Minibatches per pass, one optimizer step each, shuffled every pass (TRL: ``steps_per_generation`` with no
-    gradient accumulation)."""
-    epsilon: float = 0.2
-    """The clip's lower range: ratios below ``1 - epsilon`` stop pushing down."""
-    epsilon_high: float | None = None
-    """The clip's upper range (None: ``epsilon``); DAPO's clip-higher, e.g. 0.28. With ``loss_type='cispo'``: the
-    cap of the importance weight itself (ScaleRL's epsilon_max, about 5)."""
-    delta: float | None = None
-    """Caps the unclipped ratio as well, ``min(ratio, delta)`` (INTELLECT-2's two-sided clip; None: off). Above 1."""
-    importance_sampling_level: str = 'token'
-    """``'token'``: one ratio per token; ``'sequence'``: GSPO's, one per episode (its mean log-ratio)."""
-    loss_type: str = 'bnpo'
-    """The aggregation (``pg_losses.aggregate``): ``'grpo'`` (each episode's token mean, then the mean),
-    ``'bnpo'`` (token mean of the minibatch), ``'dr_grpo'`` (constant normaliser), ``'dapo'`` (token mean of the
-    step's batch), or ``'cispo'`` (CISPO's objective, aggregated as ``'dapo'``). TRL's default: ``'dapo'``."""
-    max_completion_length: int = 256
-    """``'dr_grpo'``'s constant: the loss is the token sum over (episodes x this). TRL's name and default; there it
-    also caps generation, here the environment's budgets cap an episode (the chapter's gyms: ``max_tokens=256``)."""
-    scale_rewards: str = 'none'
-    """``'none'``: A = R - baseline (Dr. GRPO, the chapter's); ``'group'``: also divided by the group's reward std
-    (+ 1e-4; GRPO); ``'batch'``: by the whole batch's. TRL's ``True`` / ``False`` are ``'group'`` / ``'none'``. TRL's
-    default: ``'group'``."""
-    advantage_estimator: str = 'grpo'
-    """The baseline: ``'grpo'``, the group's mean; ``'rloo'``, the mean of the group's other episodes (RLOO). Not a
-    knob of TRL's GRPOConfig (its RLOOTrainer is the latter); OpenRLHF's name. Turn credit is always leave-one-out."""
-    mask_truncated_completions: bool = False
-    """Leave episodes the environment truncated (its turn or token budget; ``info['truncated']``) out of the loss."""
-    beta: float = 0.0
-    """Weight of the k3 KL estimate to the frozen reference (0: no reference is needed)."""
-    use_bias_correction_kl: bool = False
-    """Multiply the per-token KL by the ratio (DeepSeek-V3.2's unbiased KL gradient). TRL's default: True."""
-    entropy_coef: float = 0.0
-    """Weight of the entropy bonus: the mean action-token entropy, for every ``loss_type``, subtracted from the loss."""
-    max_grad_norm: float | None = None
-    """Clip the gradient's L2 norm to this before each optimizer step (None or 0: never). TRL's default: 1.0."""
-    temperature: float = 1.0
-    """Sampling temperature; every log-prob of the update is taken at it too (see the module docstring)."""
-    credit: str = 'episode'
-    """``'episode'``: every action token of an episode shares its advantage (the chapter's); ``'turn'``: each
-    token gets its turn's reward-to-go minus the group's leave-one-out baseline of it (``recipes.credit``)."""
-    gamma: float = 1.0
-    """The discount of turn credit's reward-to-go (1: undiscounted)."""
-    dynamic_sampling: bool = False
-    """DAPO's dynamic sampling: draw batches of ``n_tasks`` groups until ``n_tasks`` groups with unequal returns are
-    found (or ``max_num_gen_batches`` batches were drawn); train on those. Its draws advance the run's streams."""
-    max_num_gen_batches: int = 4
-    """Dynamic sampling's cap: batches drawn per step, the first included (verl's name). At the cap, the batch
-    is filled up with the uninformative groups."""
-    vllm_importance_sampling_correction: bool = False
-    """Weight each token by the trainer's probability over the sampler's (truncated importance sampling; TIS):
-    the episodes' ``logprobs`` are the sampler's, the ratio's old policy is the trainer's own before the step's
-    updates. TRL's name (its sampler is vLLM; its default: True)."""
-    vllm_importance_sampling_mode: str = 'token_truncate'
-    """``'token_truncate'`` (TIS: ``min(pi_train / pi_sample, clip_max)`` per token), ``'token_mask'``,
-    ``'sequence_truncate'``, ``'sequence_mask'`` (``pg_losses.sampler_weights``). TRL 1.16's default:
-    ``'sequence_mask'`` (its own docstring says ``'token_truncate'``)."""
-    vllm_importance_sampling_clip_min: float | None = None
-    """The weight's floor (truncate modes) or the ratio below which a token is dropped (mask modes); None: none."""
-    vllm_importance_sampling_clip_max: float | None = 3.0
-    """The weight's cap C (truncate modes) or the ratio above which a token is dropped (mask modes)."""
-    seed: int = 0
-    """Seeds task choice (``random.Random``), rollouts and minibatch shuffling (``torch.Generator``s)."""
-    group: InitVar[int | None] = None
-    lr: InitVar[float | None] = None
-    epochs: InitVar[int | None] = None
-    clip: InitVar[float | None] = None
-    agg: InitVar[str | None] = None
-    adv_norm: InitVar[str | None] = None
-    kl_coef: InitVar[float | None] = None
-    ent_coef: InitVar[float | None] = None
-    vllm_importance_sampling_cap: InitVar[float | None] = None
-
-    def __post_init__(self, *old_values):
-        self._take_old_names(dict(zip(OLD_NAMES, old_values)))
-        if isinstance(self.scale_rewards, bool):
-            self.scale_rewards = 'group' if self.scale_rewards else 'none'
-        for name, valid in (('loss_type', LOSS_TYPES), ('importance_sampling_level', IS_LEVELS),
-                            ('scale_rewards', SCALE_REWARDS), ('advantage_estimator', ESTIMATORS),
-                            ('vllm_importance_sampling_mode', IS_MODES)):
-            check_choice(name, getattr(self, name), valid)
-        for name in ('n_tasks', 'num_generations', 'num_iterations', 'minibatches', 'max_completion_length',
-                     'max_num_gen_batches'):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f'{name} must be a positive int, got {value!r}')
-        for name in ('mask_truncated_completions', 'use_bias_correction_kl', 'dynamic_sampling',
-                     'vllm_importance_sampling_correction'):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f'{name} must be True or False, got {getattr(self, name)!r}')
-        needs_two = [why for why, on in (("scale_rewards='group'", self.scale_rewards == 'group'),
-                                         ("advantage_estimator='rloo'", self.advantage_estimator == 'rloo'),
-                                         ('dynamic_sampling', self.dynamic_sampling)) if on]
-        if needs_two and self.num_generations < 2:
-            raise ValueError(f'{needs_two[0]} needs num_generations >= 2 (a group of one has no spread)')
-        if self.minibatches > self.n_tasks * self.num_generations:
-            raise ValueError(f'minibatches ({self.minibatches}) exceeds the batch size '
-                             f'({self.n_tasks * self.num_generations})')
-        for name in ('learning_rate', 'epsilon', 'temperature'):
-            _check_number(self, name, 0)
-        for name in ('epsilon_high', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max'):
-            _check_number(self, name, 0, optional=True)
-        for name in ('beta', 'entropy_coef'):
-            _check_number(self, name, 0, strict=False)
-        _check_number(self, 'delta', 1, optional=True)
-        _check_number(self, 'max_grad_norm', 0, strict=False, optional=True)
-        low, high = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
-        if low is not None and high is not None and low >= high:
-            raise ValueError(f'vllm_importance_sampling_clip_min ({low}) must be below '
-                             f'vllm_importance_sampling_clip_max ({high})')
-        if low is None and high is None and self.vllm_importance_sampling_mode.endswith('truncate'):
-            raise ValueError('a *_truncate vllm_importance_sampling_mode needs vllm_importance_sampling_clip_min or '
-                             'vllm_importance_sampling_clip_max')
-        check_credit(self.credit, self.gamma)
-
-    def _take_old_names(self, given: dict) -> None:
-        """Move what came under a former name to its new name (``OLD_NAMES``); both at once is an error."""
-        defaults = {f.name: f.default for f in fields(self)}
-        for old, value in given.items():
-            if value is None:
-                continue
-            new = OLD_NAMES[old]
-            if getattr(self, new) != defaults[new]:
-                raise ValueError(f'{old} is the former name of {new}: give one of them, not both')
-            if old in _OLD_VALUES:
-                if value not in _OLD_VALUES[old]:
-                    said = ', '.join(f'{a!r} is {b!r}' for a, b in _OLD_VALUES[old].items())
-                    raise ValueError(f'unknown {old} {value!r}; valid choices are {list(_OLD_VALUES[old])} '
-                                     f'({old} is the former name of {new}: {said})')
-                value = _OLD_VALUES[old][value]
-            setattr(self, new, value)
-
-
-def _check_number(cfg, name: str, bound: float, strict: bool = True, optional: bool = False) -> None:
-    """``ValueError`` unless ``cfg.name`` is a finite number above ``bound`` (at least it, ``strict=False``), or None
-    where ``optional``."""
-    value = getattr(cfg, name)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not (value > bound if strict else value >= bound):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {bound}"
-                         f"{' (or None)' if optional else ''}, got {value!r}")
-
+from .grpo_config import OLD_NAMES, GRPOConfig  # noqa: F401  (arl.GRPOConfig, and its former names)
+from .loop import RecipeLoop
+from .optim import make_optimizer, make_scheduler, optimizer_step
+from .pg_losses import (CLIP_MONITORS, aggregate, clip_ratios, group_advantages, kl_k3, loss_mask, masked_mean,
+                        policy_loss, reward_scale, sampler_gap, sampler_weights, weight_stats)
 
 def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True, lengths=None):
     """Log-prob of each next token and the next-token entropy at ``temperature``: ids [B, T] -> ([B, T-1], [B, T-1]).
@@ -239,7 +67,7 @@ def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entro
     return logp, entropy_from_logits(logits if entropy_grad else logits.detach())
 
 
-def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_items_in_batch=None):
+def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_items_in_batch=None, norm=None):
     """The trainer's loss on one minibatch -> (loss, stats dict of floats).
 
     ``mb`` is a ``collate`` batch of sampled trajectories: its ``logprobs [b, T-1]`` are the sampler's log-probs,
@@ -248,7 +76,9 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_ite
     trainer's log-probs before the step's updates; ``train_grpo`` sets them) or, absent, the current ones
     detached (a first pass), and each token's loss is weighted by ``pg_losses.sampler_weights``.
     ``num_items_in_batch``: for ``'dapo'`` and ``'cispo'``, the action tokens of the step's batch per
-    minibatch (None: this minibatch's own).
+    minibatch (None: this minibatch's own). ``norm``: ``(episodes, tokens)`` of the minibatch ``mb`` is a part of
+    (gradient accumulation, ``micro_batch``): the losses of the parts add up to the minibatch's
+    (``pg_losses.aggregate``).
 
     ``stats``: ``pg_loss`` (the policy term alone), ``entropy`` (mean action-token entropy, TRL's), ``clip_frac``
     (agentrl's: share of action tokens whose per-token ratio lies outside ``[1 - epsilon, 1 + epsilon_high]``),
@@ -268,8 +98,8 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_ite
         weight = sampler_weights(old_logp, sampler_logp, mask, cfg.vllm_importance_sampling_mode,
                                  cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max)
     A = mb_advantages[:, None] if mb_advantages.dim() == 1 else mb_advantages  # [b, 1] or [b, T-1]
-    pg_loss, coef_1 = policy_loss(mb_logp, old_logp, A, mask, cfg, weight, num_items_in_batch)
-    entropy = aggregate(mb_entropy, mask, 'bnpo')  # the mean over tokens, for every loss_type (TRL's)
+    pg_loss, coef_1 = policy_loss(mb_logp, old_logp, A, mask, cfg, weight, num_items_in_batch, norm)
+    entropy = aggregate(mb_entropy, mask, 'bnpo', norm=norm)  # the mean over tokens, for every loss_type (TRL's)
     loss = pg_loss - cfg.entropy_coef * entropy if cfg.entropy_coef else pg_loss
     stats = {}
     if ref_model is not None:
@@ -281,7 +111,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_ite
             per_token_kl = per_token_kl * coef_1
         if cfg.beta:
             loss = loss + cfg.beta * aggregate(per_token_kl, mask, cfg.loss_type, cfg.max_completion_length,
-                                               num_items_in_batch)
+                                               num_items_in_batch, norm)
         stats['kl'] = masked_mean(per_token_kl.detach(), mask).item()
     with torch.no_grad():
         n_tokens = mask.sum().clamp(min=1)
@@ -338,7 +168,7 @@ def _trainer_logprobs(model, trajs, tok, cfg: GRPOConfig, width: int) -> torch.T
 
 @small_model_threads
 def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate=None, every=10, ref_model=None,
-               start=0, env=DEFAULT_ENV, loggers=None):
+               start=0, env=DEFAULT_ENV, loggers=None, checkpoint=None, progress=None):
     """``steps`` clipped group-policy-gradient steps on ``tasks``, in place -> (history, logs).
 
     ``history`` is as ``recipes.reinforce.train_rl``'s: ``(start + step, *evaluate(model))`` before
@@ -358,7 +188,8 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
     ``high_mean``, ``region_mean``, ``low_min``, ``high_max``, as TRL computes them), the sampler's gap every
     step, ``loss`` and ``grad_norm`` (means over the step's updates), what its sample shows (``reward``,
     ``reward_std``, ``frac_reward_zero_std``, ``invalid_calls`` ...) and the token counts, and each evaluation
-    under ``eval/`` (as ``train_rl``'s).
+    under ``eval/`` (as ``train_rl``'s). ``checkpoint`` and ``progress``: ``recipes.loop`` (a step of the loop is a
+    sampled batch and its updates; the reference, copied before the first step, is the starting policy's on resume too).
     """
     cfg = cfg or GRPOConfig()
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
@@ -372,14 +203,20 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
         ref_model.eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
+    optim = cfg.optim()
+    opt = make_optimizer(model, cfg.learning_rate, optim)
+    scheduler = make_scheduler(opt, optim, steps * cfg.num_iterations * cfg.minibatches)
     rng, gen = random.Random(cfg.seed), torch.Generator().manual_seed(cfg.seed)  # as train_rl: the same first batch
     shuffle_gen = torch.Generator().manual_seed(cfg.seed + 1)  # minibatch order, apart from the rollouts' stream
     rep = as_reporter(loggers)
-    history = first_evaluation(model, evaluate, start, rep)
-    logs = []
+    history, logs = [], []
+    loop = RecipeLoop('train_grpo', steps, model, opt, streams={'tasks': rng, 'rollouts': gen, 'minibatches': shuffle_gen},
+                      outputs={'history': history, 'logs': logs}, checkpoint=checkpoint, progress=progress,
+                      scheduler=scheduler)
+    if not loop.resumed:
+        history += first_evaluation(model, evaluate, start, rep)
     G = cfg.num_generations
-    for step in range(1, steps + 1):
+    for step in loop.steps():
         started = rep.clock()
         # 1. sample n_tasks x G episodes with the current (behaviour) policy; dynamic sampling draws more
         trajs, sampled, batches = _sample(model, tasks, tok, cfg, rng, gen, env)
@@ -406,19 +243,27 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
         for _ in range(cfg.num_iterations):
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
-                mb = collate([trajs[i] for i in mb_idx.tolist()], tok.pad_id)
-                T1 = mb['ids'].shape[1] - 1
-                mb_adv = b_advantages[mb_idx] if cfg.credit == 'episode' else b_turn[mb_idx][:, :T1]
-                if b_old is not None:
-                    mb['old_logprobs'] = b_old[mb_idx][:, :T1]
-                loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model, num_items)
+                parts = mb_idx.split(cfg.micro_batch) if cfg.micro_batch and len(mb_idx) > cfg.micro_batch else [mb_idx]
+                norm = None
+                if len(parts) > 1:  # the minibatch's counts divide every part's loss: the parts add up to its loss
+                    whole = collate([trajs[i] for i in mb_idx.tolist()], tok.pad_id)
+                    norm = (len(mb_idx), int(loss_mask(whole, cfg).sum()))
                 opt.zero_grad()
-                loss.backward()
-                watched.append((loss.item(), rep.measure(lambda: grad_norm(model)), batch_tokens(mb)))
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                opt.step()
-                step_stats.append(stats)
+                loss_value, tokens, part_stats = 0.0, 0, []
+                for part in parts:
+                    mb = collate([trajs[i] for i in part.tolist()], tok.pad_id)
+                    T1 = mb['ids'].shape[1] - 1
+                    mb_adv = b_advantages[part] if cfg.credit == 'episode' else b_turn[part][:, :T1]
+                    if b_old is not None:
+                        mb['old_logprobs'] = b_old[part][:, :T1]
+                    loss, stats = grpo_loss(model, mb, mb_adv, cfg, ref_model, num_items, norm)
+                    loss.backward()
+                    loss_value += loss.item()
+                    tokens += batch_tokens(mb)
+                    part_stats.append((int(loss_mask(mb, cfg).sum()), stats))
+                watched.append((loss_value, rep.measure(lambda: grad_norm(model)), tokens))
+                optimizer_step(model, opt, scheduler, optim)
+                step_stats.append(part_stats[0][1] if len(part_stats) == 1 else _weighted(part_stats))
         means = {k: sum(s[k] for s in step_stats) / len(step_stats) for k in step_stats[0]}
         sampled_rewards = torch.tensor([t.reward for t in sampled]).view(-1, G)  # [sampled tasks, G]
         row = {'step': start + step, 'reward': sampled_rewards.mean().item(),
@@ -436,6 +281,12 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
             history.append((start + step, *values))
             rep.log_eval(start + step, values)
     return history, logs
+
+
+def _weighted(part_stats) -> dict:
+    """The stats of a minibatch's parts as one: each figure's mean over the parts weighted by their tokens."""
+    total = sum(n for n, _ in part_stats) or 1
+    return {k: sum(n * s[k] for n, s in part_stats) / total for k in part_stats[0][1]}
 
 
 def _step_metrics(row, means, gap, watched, trajs, group, env) -> dict:

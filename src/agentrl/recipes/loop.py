@@ -88,6 +88,7 @@ class RecipeLoop:
         total: the number of steps (a round counts as one step for the round-based recipes).
         model: the policy the recipe trains (``trained_state``).
         optimizer: its optimizer, or None (a recipe that makes one each round).
+        scheduler: its learning-rate schedule (``recipes.optim.make_scheduler``), or None.
         streams: name -> ``random.Random`` or ``torch.Generator``: every random stream the steps draw from.
         outputs: name -> list the recipe fills step by step (losses, history, logs).
         models: name -> another model whose state the later steps read (a frozen reference copied at the start).
@@ -97,8 +98,9 @@ class RecipeLoop:
 
     def __init__(self, recipe: str, total: int, model, optimizer=None, streams: dict | None = None,
                  outputs: dict | None = None, models: dict | None = None, checkpoint: Checkpoint | None = None,
-                 progress=None):
+                 progress=None, scheduler=None):
         self.recipe, self.total, self.model, self.optimizer = recipe, total, model, optimizer
+        self.scheduler = scheduler
         self.streams, self.outputs, self.models = dict(streams or {}), dict(outputs or {}), dict(models or {})
         self.checkpoint, self.progress = checkpoint, progress
         self.first = self._restore() if checkpoint is not None and checkpoint.path.is_file() else 0
@@ -126,6 +128,7 @@ class RecipeLoop:
         c = self.checkpoint
         state = {'recipe': self.recipe, 'total': self.total, 'step': step, 'model': trained_state(self.model),
                  'optimizer': None if self.optimizer is None else self.optimizer.state_dict(),
+                 'scheduler': None if self.scheduler is None else self.scheduler.state_dict(),
                  'streams': {k: _stream_state(s) for k, s in self.streams.items()},
                  'outputs': {k: list(v) for k, v in self.outputs.items()},
                  'extra': {k: list(v) for k, v in c.extra.items()},
@@ -148,6 +151,8 @@ class RecipeLoop:
         load_trained_state(self.model, state['model'])
         if self.optimizer is not None and state['optimizer'] is not None:
             self.optimizer.load_state_dict(state['optimizer'])
+        if self.scheduler is not None and state.get('scheduler') is not None:
+            self.scheduler.load_state_dict(state['scheduler'])
         for k, s in self.streams.items():
             _set_stream_state(s, state['streams'][k])
         for store, saved in ((self.outputs, state['outputs']), (self.checkpoint.extra, state['extra'])):

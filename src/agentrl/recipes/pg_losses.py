@@ -178,7 +178,7 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> tor
 
 
 def aggregate(x: torch.Tensor, mask: torch.Tensor, loss_type: str = 'bnpo', max_completion_length=None,
-              num_items=None) -> torch.Tensor:
+              num_items=None, norm=None) -> torch.Tensor:
     """Per-token losses ``x [B, T-1]`` (or ``[B, 1]``, broadcast) over the action tokens (``mask [B, T-1]``) ->
     scalar, as ``loss_type`` says (TRL's ``_compute_loss``):
 
@@ -192,10 +192,22 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, loss_type: str = 'bnpo', max_
       batch); None: this minibatch's own tokens (it is the batch), which is ``'bnpo'``.
 
     agentrl's former ``agg`` names are taken too (``'token'`` is ``'bnpo'``, ``'seq'`` is ``'grpo'``).
+
+    ``norm``: ``(episodes, tokens)`` of the minibatch these rows are part of (gradient accumulation): every count above
+    is the minibatch's instead of these rows', so the parts' losses add up to the minibatch's.
     """
     loss_type = OLD_LOSS_NAMES.get(loss_type, loss_type)
     check_choice('loss_type', loss_type, LOSS_TYPES)
     total = x * mask  # [B, T-1]
+    if norm is not None:  # a part of a minibatch: divide by the minibatch's counts
+        episodes, tokens = norm
+        if loss_type == 'grpo':
+            return (total.sum(1) / mask.sum(1).clamp(min=1)).sum() / episodes
+        if loss_type == 'dr_grpo':
+            return total.sum() / (episodes * max_completion_length)
+        if loss_type in ('dapo', 'cispo') and num_items is not None:
+            return total.sum() / torch.as_tensor(num_items, dtype=total.dtype).clamp(min=1)
+        return total.sum() / max(float(tokens), 1.0)
     if loss_type == 'grpo':
         return (total.sum(1) / mask.sum(1).clamp(min=1)).mean()
     if loss_type == 'bnpo':
@@ -209,14 +221,15 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, loss_type: str = 'bnpo', max_
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, cfg,
-                sampler_weight=None, num_items=None) -> tuple:
+                sampler_weight=None, num_items=None, norm=None) -> tuple:
     """The policy term of the loss -> (scalar, ``coef_1``: the ratio it clipped, ``[B, T-1]`` or ``[B, 1]``).
 
     ``logp`` (with its graph), ``old_logp`` (the behaviour's, no graph) and ``mask`` are ``[B, T-1]``;
     ``advantages`` ``[B, 1]`` (one per episode) or ``[B, T-1]`` (per token, turn credit); ``cfg`` a ``GRPOConfig``
     (its ``loss_type``, ``epsilon``, ``epsilon_high``, ``delta``, ``importance_sampling_level``,
     ``max_completion_length``). ``sampler_weight`` (optional, ``sampler_weights``) multiplies every token's loss:
-    truncated importance sampling against a sampler that is not the trainer. ``num_items``: ``aggregate``'s.
+    truncated importance sampling against a sampler that is not the trainer. ``num_items`` and ``norm``:
+    ``aggregate``'s.
     """
     coef_1 = importance_weights(logp, old_logp, mask, cfg.importance_sampling_level)
     if cfg.loss_type == 'cispo':
@@ -225,7 +238,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         per_token = clipped_surrogate(coef_1, advantages, cfg.epsilon, cfg.epsilon_high, cfg.delta)
     if sampler_weight is not None:
         per_token = per_token * sampler_weight
-    return aggregate(per_token, mask, cfg.loss_type, cfg.max_completion_length, num_items), coef_1
+    return aggregate(per_token, mask, cfg.loss_type, cfg.max_completion_length, num_items, norm), coef_1
 
 
 def _high(cfg) -> float:

@@ -31,6 +31,7 @@ from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
 from .credit import check_credit, group_credit
 from .loop import RecipeLoop
+from .optim import make_optimizer, make_scheduler, optimizer_step
 from .monitors import batch_tokens, first_evaluation, grad_norm, logp_and_entropy, sample_metrics
 
 
@@ -51,7 +52,8 @@ def _check(n_tasks, group, temperature, entropy_bonus, lr=1.0):
 
 @small_model_threads
 def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, temperature=1.0, entropy_bonus=0.0,
-                   env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None, step=0, micro_batch=None) -> float:
+                   env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None, step=0, micro_batch=None, optim=None,
+                   scheduler=None) -> float:
     """One REINFORCE step with a per-task group-mean baseline -> mean batch return (section 15.5).
 
     Episodes are sampled at ``temperature`` in ``env`` (a factory or Gymnasium id, one fresh environment
@@ -92,7 +94,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     else:
         pg_loss, entropy, gap = _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_batch)
     norm = rep.measure(lambda: grad_norm(model))
-    opt.step()
+    optimizer_step(model, opt, scheduler, optim)
     rep.log(step, lambda: {**sample_metrics(trajs, group, env), 'loss': pg_loss, 'grad_norm': norm,
                            'entropy': entropy, 'sampler_gap/mean_abs_log_ratio': gap}, started=started,
             tokens=batch_tokens(b), episodes=len(trajs))
@@ -127,7 +129,7 @@ def _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_ba
     per_row = (advantages * mask).abs().sum(1) if advantages.dim() == 2 else advantages.abs().view(-1)  # [B]
     rows = torch.arange(len(mask)) if entropy_bonus else (per_row > 0).nonzero().view(-1)  # the episodes forwarded
     loss, entropy, gap, seen = 0.0, 0.0, 0.0, 0
-    for chunk in rows.split(micro_batch):
+    for chunk in rows.split(micro_batch) if len(rows) else ():
         T = int(b['lengths'][chunk].max())
         sub = {'ids': b['ids'][chunk, :T], 'lengths': b['lengths'][chunk], 'action_mask': mask[chunk, :T - 1],
                'logprobs': b['logprobs'][chunk, :T - 1]}
@@ -149,7 +151,7 @@ def _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_ba
 @small_model_threads
 def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, group=8, every=10, evaluate=None,
              temperature=1.0, entropy_bonus=0.0, env=DEFAULT_ENV, credit='episode', gamma=1.0, loggers=None,
-             checkpoint=None, progress=None, micro_batch=None):
+             checkpoint=None, progress=None, micro_batch=None, optim=None):
     """``steps`` REINFORCE steps on ``tasks``, in place -> history of (step, *evaluate(model)) (section 15.5).
 
     ``evaluate(model)`` returns a tuple (for example train and held-out pass); it runs before the
@@ -161,6 +163,7 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     shows (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``informative``, ``invalid_calls``,
     ``reads_first`` ...), on the step axis ``start + step``, and each evaluation under ``eval/`` (a tuple's
     entries as ``eval/0``, ``eval/1`` ..., a named tuple's by their names). ``micro_batch``: ``reinforce_step``'s.
+    ``optim`` (``recipes.optim.OptimConfig``): weight decay, clipping, warmup and schedule (default: the chapter's).
     ``checkpoint`` and ``progress``:
     ``recipes.loop`` (a resumed run skips the evaluation before its first step: its history holds it).
     """
@@ -168,17 +171,18 @@ def train_rl(model, tasks, tok, steps, start=0, lr=1e-3, seed=0, n_tasks=8, grou
     check_credit(credit, gamma)
     if n_tasks > len(list(tasks)):
         raise ValueError(f'n_tasks ({n_tasks}) exceeds the {len(list(tasks))} tasks given')
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = make_optimizer(model, lr, optim)
+    scheduler = make_scheduler(opt, optim, steps)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
     history = []
     loop = RecipeLoop('train_rl', steps, model, opt, streams={'tasks': rng, 'rollouts': gen},
-                      outputs={'history': history}, checkpoint=checkpoint, progress=progress)
+                      outputs={'history': history}, checkpoint=checkpoint, progress=progress, scheduler=scheduler)
     if not loop.resumed:
         history += first_evaluation(model, evaluate, start, rep)
     for step in loop.steps():
         reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks, group, temperature, entropy_bonus, env, credit, gamma,
-                       rep, start + step, micro_batch)
+                       rep, start + step, micro_batch, optim, scheduler)
         if evaluate is not None and step % every == 0:
             values = evaluate(model)
             history.append((start + step, *values))

@@ -15,6 +15,7 @@ from ..policies.scoring import sequence_log_probs
 from ..rendering.trajectory import collate
 from ..runtime.threads import small_model_threads
 from .loop import RecipeLoop
+from .optim import make_optimizer, make_scheduler, optimizer_step
 from .monitors import batch_tokens, grad_norm, logp_and_entropy
 
 
@@ -31,7 +32,7 @@ def masked_nll(logp, mask) -> torch.Tensor:
 
 @small_model_threads
 def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook=None, every=10, loggers=None,
-              checkpoint=None, progress=None):
+              checkpoint=None, progress=None, optim=None):
     """Minibatch SFT on trajectories with sft_loss; hook(step) runs every `every` steps -> list of losses (section 15.2).
 
     Each step samples ``batch_size`` trajectories with replacement (seeded by ``seed``), takes one
@@ -41,7 +42,8 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     (``loggers.names.RECIPE_METRICS['sft_train']``); the steps are ``sft_step``'s either way.
 
     ``checkpoint`` (``recipes.loop.Checkpoint``) saves the run's state every N steps and resumes from it (a killed run
-    continues to the same weights and losses); ``progress`` is told each step (``recipes.loop``).
+    continues to the same weights and losses); ``progress`` is told each step (``recipes.loop``). ``optim``
+    (``recipes.optim.OptimConfig``): weight decay, clipping, warmup and schedule (default: the chapter's AdamW).
     """
     trajs = list(trajs)
     if not trajs:
@@ -51,17 +53,18 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
             raise ValueError(f'{name} must be a positive int, got {value!r}')
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
         raise ValueError(f'lr must be a finite number > 0, got {lr!r}')
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = make_optimizer(model, lr, optim)
+    scheduler = make_scheduler(opt, optim, steps)
     gen = torch.Generator().manual_seed(seed)
     rep = as_reporter(loggers)
     losses = []
     loop = RecipeLoop('sft_train', steps, model, opt, streams={'batches': gen}, outputs={'losses': losses},
-                      checkpoint=checkpoint, progress=progress)
+                      checkpoint=checkpoint, progress=progress, scheduler=scheduler)
     for step in loop.steps():
         started = rep.clock()
         idx = torch.randint(len(trajs), (min(batch_size, len(trajs)),), generator=gen)
         batch = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
-        metrics = sft_step(model, opt, batch, rep)
+        metrics = sft_step(model, opt, batch, rep, optim=optim, scheduler=scheduler)
         losses.append(metrics['loss'])
         rep.log(step, metrics, started=started, tokens=batch_tokens(batch))
         if hook is not None and step % every == 0:
@@ -69,7 +72,7 @@ def sft_train(model, trajs, tok, steps=100, lr=3e-3, batch_size=32, seed=0, hook
     return losses
 
 
-def sft_step(model, opt, batch, rep, nll=masked_nll) -> dict:
+def sft_step(model, opt, batch, rep, nll=masked_nll, optim=None, scheduler=None) -> dict:
     """One ``opt`` step on ``nll(logp, action_mask)`` of a collate batch (default ``masked_nll``: ``sft_loss``) ->
     the step's monitors: ``loss`` (a float), ``grad_norm`` and ``entropy`` (floats when ``rep`` listens, else None).
 
@@ -80,5 +83,5 @@ def sft_step(model, opt, batch, rep, nll=masked_nll) -> dict:
     opt.zero_grad()
     loss.backward()
     norm = rep.measure(lambda: grad_norm(model))
-    opt.step()
+    optimizer_step(model, opt, scheduler, optim)
     return {'loss': loss.item(), 'grad_norm': norm, 'entropy': entropy}

@@ -76,7 +76,8 @@ class Beyond:
             model, pairs = copy.deepcopy(weak), self._pairs()
             dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
                 model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
-                evaluate=evaluate_dpo, loggers=self.monitor_run('train_dpo', loss)) if pairs else []
+                evaluate=evaluate_dpo, loggers=self.monitor_run('train_dpo', loss),
+                **self.recipe_run(f'dpo_{loss}', f'offline {loss}')) if pairs else []
         for rows_ in dpo_new.values():  # one name for the invalid calls the policy makes in evaluation
             for r in rows_:
                 if 'eval_invalid' in r:
@@ -101,7 +102,8 @@ class Beyond:
             knobs = GRPOConfig(n_tasks=c.rl_tasks, group=c.rl_group, lr=c.rl_lr, temperature=c.rl_temperature,
                                ent_coef=c.rl_entropy_bonus, seed=0 + s)  # the same samples and knobs as REINFORCE
             hist, logs = train_grpo(model, self.train, tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
-                                    start=start, env=env, loggers=self.monitor_run('train_grpo', run))
+                                    start=start, env=env, loggers=self.monitor_run('train_grpo', run),
+                                    **self.recipe_run(run, label))
             grpo[label] = {'hist': hist, 'logs': logs}
 
         # the chapter's figures, now that every other section has finished
