@@ -140,7 +140,7 @@ def rl(args):
         keep_point(step, values)
         return (values['train'], values['heldout'])
 
-    ck = Checkpoint(out / f'{name}.pt', every=1, extra={'points': record['points']})
+    ck = Checkpoint(out / f'{name}.state.safetensors', every=1, extra={'points': record['points']})
     if args.recipe == 'reinforce':
         from agentrl.recipes.optim import OptimConfig
         train_rl(model, train, tok, args.steps, lr=args.lr, seed=0 + s, n_tasks=args.tasks, group=args.group,

@@ -81,7 +81,7 @@ def test_every_key_rejects_out_of_range_values_by_name():
                 with pytest.raises(ValueError, match=key):
                     C.apply(Ch15Config(), {key: bad})
             continue
-        bads = ([-3] if key in ('lora_rank', 'dpo_batch_size') else [0, -3]) if knob.kind == 'int' else [float('inf'), float('nan')]  # rank 0: every weight trains
+        bads = ([-3] if key in ('lora_rank', 'dpo_batch_size', 'rl_micro_batch') else [0, -3]) if knob.kind == 'int' else [float('inf'), float('nan')]  # 0: every weight trains, the whole batch at once
         if key in ('rl_entropy_bonus',):
             bads.append(-0.5)
         elif knob.kind == 'float' and knob.group != 'model':

@@ -98,7 +98,7 @@ def test_the_clipped_trainer_resumes_to_the_same_weights_and_logs(trained_model,
     def stop(recipe, step, total, seconds, first):
         if step == 4:
             raise Stop
-    ck = lambda: Checkpoint(tmp_path / 'grpo.pt', every=3)  # noqa: E731
+    ck = lambda: Checkpoint(tmp_path / 'grpo.safetensors', every=3)  # noqa: E731
     with pytest.raises(Stop):
         train_grpo(copy.deepcopy(trained_model), train_tasks, tok, 5, cfg, every=2, checkpoint=ck(), progress=stop,
                    evaluate=lambda m: (arl.pass_rate(m, train_tasks[:2], tok, 1)[0],))

@@ -33,7 +33,7 @@ def twice(run, model, tmp_path, stop, every):
     starting model, as a new process would load it) -> (the resumed run's output, its model, the lines it said)."""
     start = copy.deepcopy(model)
     said = []
-    ck = lambda: Checkpoint(tmp_path / 'run.pt', every=every, say=said.append)  # noqa: E731
+    ck = lambda: Checkpoint(tmp_path / 'run.safetensors', every=every, say=said.append)  # noqa: E731
     with pytest.raises(Stop):
         run(copy.deepcopy(start), ck(), stop_at(stop))
     resumed = copy.deepcopy(start)
@@ -106,7 +106,7 @@ def test_dpo_resumes_with_its_batches_and_monitor(weak, train_oracle_demos, blin
 
 
 def test_a_finished_run_restores_without_a_step(weak, train_oracle_demos, tok, tmp_path):
-    ck = Checkpoint(tmp_path / 'done.pt', every=100)
+    ck = Checkpoint(tmp_path / 'done.safetensors', every=100)
     first = copy.deepcopy(weak)
     losses = arl.sft_train(first, train_oracle_demos, tok, steps=4, batch_size=4, checkpoint=ck)
     again, steps = copy.deepcopy(weak), []
@@ -116,11 +116,42 @@ def test_a_finished_run_restores_without_a_step(weak, train_oracle_demos, tok, t
 
 
 def test_a_checkpoint_of_another_run_is_refused(weak, tmp_path):
-    ck = Checkpoint(tmp_path / 'x.pt', every=1)
+    ck = Checkpoint(tmp_path / 'x.safetensors', every=1)
     opt = torch.optim.AdamW(weak.parameters())
     for _ in RecipeLoop('sft_train', 2, weak, opt, checkpoint=ck).steps():
         pass
     with pytest.raises(ValueError, match='holds sft_train of 2 steps, not train_rl of 2'):
         RecipeLoop('train_rl', 2, weak, opt, checkpoint=ck)
     with pytest.raises(ValueError, match='every must be a positive int'):
-        Checkpoint(tmp_path / 'y.pt', every=0)
+        Checkpoint(tmp_path / 'y.safetensors', every=0)
+
+
+def test_a_state_file_round_trips_exactly_and_holds_no_pickle(tmp_path, oracle_demos):
+    """statefile: tensors bit for bit, floats exactly, tuples, int keys and episodes come back as they were."""
+    import random as _random
+
+    from safetensors import safe_open
+
+    from agentrl.recipes.statefile import load_state, save_state
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    r = _random.Random(7)
+    state = {'opt': opt.state_dict(), 'rng': r.getstate(), 'gen': torch.Generator().manual_seed(3).get_state(),
+             'floats': [0.1 + 0.2, float('nan'), 1e-300], 'bf16': torch.randn(5).bfloat16(), 'episodes': oracle_demos[:2]}
+    path = save_state(state, tmp_path / 's.safetensors')
+    back = load_state(path)
+    assert back['rng'] == r.getstate() and back['floats'][0] == 0.1 + 0.2 and back['floats'][2] == 1e-300
+    assert torch.equal(back['gen'], state['gen']) and torch.equal(back['bf16'], state['bf16'])
+    assert back['opt']['param_groups'][0]['betas'] == (0.9, 0.999)
+    assert torch.equal(back['opt']['state'][0]['exp_avg'], opt.state_dict()['state'][0]['exp_avg'])
+    for a, b in zip(back['episodes'], oracle_demos[:2]):
+        assert torch.equal(a.ids, b.ids) and torch.equal(a.logprobs, b.logprobs) and a.info == b.info
+    with safe_open(str(path), framework='pt') as f:  # a plain safetensors file
+        assert len(list(f.keys())) >= 5
+    with pytest.raises(TypeError, match='got a set'):
+        save_state({'x': {1, 2}}, tmp_path / 'bad.safetensors')
+    (tmp_path / 'junk.safetensors').write_bytes(b'not a state')
+    with pytest.raises(ValueError, match='not a recipe state file'):
+        load_state(tmp_path / 'junk.safetensors')

@@ -77,7 +77,7 @@ def test_a_run_killed_inside_a_recipe_resumes_to_the_same_sections(tmp_path, req
                             env=env, capture_output=True, text=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert section not in sections(out) if (out / 'results.json').exists() else True
-    assert list((out / 'partial').rglob('*.pt')), 'the killed recipe left no saved state'
+    assert list((out / 'partial').rglob('*.safetensors')), 'the killed recipe left no saved state'
     from agentrl.cli import main
     assert exit_code(main, ['reproduce', *settings, '--quiet', '--resume', '--out', str(out)]) == 0
     assert sections(out) == uninterrupted

@@ -137,7 +137,7 @@ RECIPE_METRICS = {
                                                    'rft/min_weight'),
     'train_dpo': _PREFERENCE,
     'train_online_dpo': _PREFERENCE + _SAMPLED + ('round', 'pairs'),
-    'train_rl': _TRAIN + _SAMPLED,
+    'train_rl': _TRAIN + _SAMPLED + ('sampling/sampling_logp_difference/mean',),
     'train_grpo': _TRAIN + _SAMPLED + ('pg_loss', 'clip_frac', 'approx_kl', 'sampling/sampling_logp_difference/mean',
                                        'sampling/sampling_logp_difference/max', 'sampler_gap/outside_share'),
     'select_sft_checkpoint': _TRAIN + ('probe/reward', 'probe/informative', 'probe/entropy', 'probe/best_step'),

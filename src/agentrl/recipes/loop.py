@@ -4,7 +4,7 @@ A recipe written as ``for step in loop.steps(): ...`` over a ``RecipeLoop`` gain
 ``Checkpoint``, a file holding everything its later steps depend on: the weights it trains (``trained_state``), the
 optimizer's state, its random streams (``random.Random``, ``torch.Generator``), the outputs gathered so far (losses,
 evaluation history, logs) and the caller's own lists (``Checkpoint.extra``: what a hook or an evaluation appends
-to). The file is written whole or not at all (a temporary file renamed over the last) after every ``every`` steps
+to), in a safetensors file (``statefile``). The file is written whole or not at all (a temporary file renamed over the last) after every ``every`` steps
 and after the last step, so a run killed at any point resumes from its last save and, every random draw coming from
 a saved stream, ends with the figures of a run never killed. A loop whose file holds its last step restores it and
 runs no step: a finished recipe costs a file read when its caller runs again.
@@ -14,7 +14,6 @@ when given, is called after every step (``seconds`` since the loop started, ``fi
 """
 from __future__ import annotations
 
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -23,12 +22,14 @@ from typing import Callable
 
 import torch
 
+from .statefile import load_state, save_state
+
 
 @dataclass
 class Checkpoint:
     """Where one recipe run keeps its state, and how often it saves it."""
     path: Path | str
-    """The file (``.pt``) of this recipe run's state."""
+    """The file of this recipe run's state (``statefile``: safetensors, no pickle)."""
     every: int = 10
     """Save after every this many steps, and after the last."""
     extra: dict = field(default_factory=dict)
@@ -133,14 +134,11 @@ class RecipeLoop:
                  'outputs': {k: list(v) for k, v in self.outputs.items()},
                  'extra': {k: list(v) for k, v in c.extra.items()},
                  'models': {k: trained_state(m) for k, m in self.models.items()}}
-        c.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = c.path.with_name(f'{c.path.name}.{os.getpid()}.tmp')
-        torch.save(state, tmp)
-        os.replace(tmp, c.path)  # whole or not at all: a run killed while saving keeps the last save
+        save_state(state, c.path)  # whole or not at all: a run killed while saving keeps the last save
 
     def _restore(self) -> int:
         path = self.checkpoint.path
-        state = torch.load(path, weights_only=False)  # written by this module (it holds episodes, not only tensors)
+        state = load_state(path)
         if state.get('recipe') != self.recipe or state.get('total') != self.total:
             raise ValueError(f'{path} holds {state.get("recipe")} of {state.get("total")} steps, not {self.recipe} of '
                              f'{self.total}: another run\'s state; delete it or use another folder')

@@ -71,7 +71,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
 
     ``loggers`` (a ``loggers.Reporter``, or what one accepts) get the step's monitors at ``step``: ``loss``,
     ``grad_norm`` (before the update), ``entropy`` of the update's logits, the gap between the sampler's and the
-    trainer's log-probs of the episodes' action tokens (``sampler_gap/mean_abs_log_ratio``: they differ where the
+    trainer's log-probs of the episodes' action tokens (``sampling/sampling_logp_difference/mean``: they differ where the
     sampler rounds otherwise, as a pretrained model's bfloat16 sampling path does), what the sample shows
     (``monitors.sample_metrics``) and the token and episode counts. The step is the same with or without them.
     """
@@ -96,7 +96,7 @@ def reinforce_step(model, opt, tasks, tok, rng, gen, n_tasks=8, group=8, tempera
     norm = rep.measure(lambda: grad_norm(model))
     optimizer_step(model, opt, scheduler, optim)
     rep.log(step, lambda: {**sample_metrics(trajs, group, env), 'loss': pg_loss, 'grad_norm': norm,
-                           'entropy': entropy, 'sampler_gap/mean_abs_log_ratio': gap}, started=started,
+                           'entropy': entropy, 'sampling/sampling_logp_difference/mean': gap}, started=started,
             tokens=batch_tokens(b), episodes=len(trajs))
     return b['rewards'].view(n_tasks, group).mean().item()
 
@@ -139,7 +139,8 @@ def _accumulated(model, b, advantages, temperature, entropy_bonus, rep, micro_ba
         loss += part.item()
         w = int(sub['action_mask'].sum())
         if ent is not None:  # a token-weighted mean over the chunks
-            entropy += (float(ent) * float(n_tokens) if entropy_bonus else float(ent) * w)
+            ent = float(ent.detach()) if torch.is_tensor(ent) else float(ent)
+            entropy += ent * float(n_tokens) if entropy_bonus else ent * w
         gap = None if g is None else gap + g
         seen += w
     if not rep.active:

@@ -308,7 +308,7 @@ class Reproduction(Sections, Beyond):
         section = self.running
         if section is None:
             raise RuntimeError('recipe_run is for a recipe run inside a section (run_section sets the section)')
-        checkpoint = Checkpoint(self.partial / section.replace('.', '_') / f'{key}.pt', every=self.cfg.checkpoint_every,
+        checkpoint = Checkpoint(self.partial / section.replace('.', '_') / f'{key}.safetensors', every=self.cfg.checkpoint_every,
                                 extra=extra, say=lambda line: self._say(line, section))
         path, last = self.out / PROGRESS / f"{section.replace('.', '_')}.json", [0.0]
         path.parent.mkdir(parents=True, exist_ok=True)
