@@ -36,11 +36,13 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
 
     Inverse-CDF sampling: one uniform number per row, located in the row's cumulative
     probabilities (``torch.multinomial`` draws one exponential per vocabulary entry, 7x slower
-    at the rollout's batch of 320). A token of probability 0 is never drawn.
+    at the rollout's batch of 320). The cumulative sums are float64: in float32 they round to
+    about 6e-8 near 1, so a token whose probability is below that gets an interval of width 0 (never
+    drawn) or of one rounding step. A token of probability 0 is never drawn.
     """
     logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
-    cdf = logp.exp().cumsum(-1)  # (m, V)
-    u = torch.rand(cdf.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]  # (m, 1) in [0, total)
+    cdf = logp.exp().cumsum(-1, dtype=torch.float64)  # (m, V)
+    u = torch.rand(cdf.shape[0], 1, generator=generator).double() * cdf[:, -1:]  # (m, 1) in [0, total)
     tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1)  # (m, 1)
     return tokens.squeeze(1), logp.gather(1, tokens).squeeze(1)
 
