@@ -31,19 +31,36 @@ def scripted_rollout(policy, env, task, tok) -> Trajectory:
 
 # --- model rollouts ------------------------------------------------------------------------------
 
+_CELL = 2.0 ** -24
+"""The spacing of ``torch.rand``'s float32 draws: each is k / 2**24, k uniform on 0 .. 2**24 - 1 (24 random bits)."""
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
     """Draw one token per row from softmax(logits / temperature) -> (tokens (m,), their log-probs (m,)).
 
     Inverse-CDF sampling: one uniform number per row, located in the row's cumulative
     probabilities (``torch.multinomial`` draws one exponential per vocabulary entry, 7x slower
-    at the rollout's batch of 320). The cumulative sums are float64: in float32 they round to
-    about 6e-8 near 1, so a token whose probability is below that gets an interval of width 0 (never
-    drawn) or of one rounding step. A token of probability 0 is never drawn.
+    at the rollout's batch of 320). Exact for any probability: a token of probability 0 is never
+    drawn, and every other one is drawn with its probability (the exponential of the log-prob
+    returned, over the row's sum) to float64's rounding, however small. The cumulative sums are
+    float64 (float32 rounds them to about 6e-8 near 1), and a float32 uniform has only 24 random
+    bits: it picks one of 2**24 equal cells of [0, 1). A row whose cell holds a boundary between
+    tokens (of the 2**24 cells, at most V - 1 do) draws a float64 uniform to place itself within
+    the cell; every other row's token is settled by its cell, so there the generator advances by
+    one float32 number per row.
     """
     logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
-    cdf = logp.exp().cumsum(-1, dtype=torch.float64)  # (m, V)
-    u = torch.rand(cdf.shape[0], 1, generator=generator).double() * cdf[:, -1:]  # (m, 1) in [0, total)
-    tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1)  # (m, 1)
+    cdf = logp.exp().cumsum(-1, dtype=torch.float64)  # (m, V): the returned probabilities, summed in float64
+    total = cdf[:, -1:]  # (m, 1)
+    u = torch.rand(cdf.shape[0], 1, generator=generator).double()  # (m, 1): the cell [u, u + _CELL) of [0, 1)
+    tokens = torch.searchsorted(cdf, u * total, right=True)  # (m, 1): the token at the cell's start
+    last = torch.searchsorted(cdf, (u + _CELL) * total)  # (m, 1): the token just before the cell's end
+    split = (tokens != last).squeeze(1).nonzero().squeeze(1)  # (s,): rows whose cell holds a boundary
+    if len(split):
+        w = torch.rand(len(split), 1, generator=generator, dtype=torch.float64)  # (s, 1): where in the cell
+        x = (u[split] + w * _CELL) * total[split]  # (s, 1)
+        tokens[split] = torch.searchsorted(cdf[split], x, right=True).clamp_(min=tokens[split], max=last[split])
+    tokens.clamp_(max=cdf.shape[1] - 1)
     return tokens.squeeze(1), logp.gather(1, tokens).squeeze(1)
 
 
