@@ -279,6 +279,37 @@ def test_sample_next_draws_one_float32_number_per_row_when_no_cell_holds_a_bound
     assert torch.equal(tokens, (u >= 0.5).long())
 
 
+def test_greedy_sample_next_takes_the_lowest_argmax_and_draws_nothing():
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [float('-inf'), -2.0, -1.0, -1.0]])  # (2, 4)
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    tokens, logp = sample_next(logits, 0.0, gen)
+    assert tokens.tolist() == [1, 2]
+    assert torch.equal(gen.get_state(), state), 'greedy decoding drew from the generator'
+    # the log-prob under the policy at temperature 1: log(e**3 / (e + 2 e**3 + 1)) and log(e**-1 / (e**-2 + 2 e**-1))
+    want = [3 - math.log(math.e + 2 * math.e ** 3 + 1), -1 - math.log(math.e ** -2 + 2 * math.e ** -1)]
+    assert torch.allclose(logp, torch.tensor(want), atol=1e-6)
+
+
+def test_greedy_rollouts_take_the_full_forward_argmax_at_every_step(trained_model, tasks, tok):
+    """temperature=0: every action token is the argmax of the full forward at its position, its log-prob the
+    temperature-1 one there, and any generator (or none) gives the same episodes."""
+    batch = tasks[::3]
+    runs = [arl.rollout_batch(trained_model, [arl.BugFixEnv() for _ in batch], batch, tok, temperature=0, generator=g)
+            for g in (None, torch.Generator().manual_seed(0), torch.Generator().manual_seed(9))]
+    for a, b in zip(runs[0], runs[1]):
+        assert torch.equal(a.ids, b.ids) and torch.equal(a.logprobs, b.logprobs) and a.reward == b.reward
+    assert all(torch.equal(a.ids, c.ids) for a, c in zip(runs[0], runs[2]))
+    assert sum(len(t.info['actions']) >= 2 for t in runs[0]) >= 2
+    with torch.no_grad():
+        for traj in runs[0]:
+            logits = trained_model(traj.ids[None])[0, :-1]  # (T-1, V): the next-token logits at each position
+            mask = traj.action_mask.bool()
+            assert torch.equal(logits.argmax(-1)[mask], traj.ids[1:][mask]), traj.info['task']
+            lp = torch.log_softmax(logits, -1).gather(1, traj.ids[1:, None]).squeeze(1)
+            assert torch.allclose(traj.logprobs[mask], lp[mask], atol=1e-4)
+
+
 def _scripted_setup(name):
     """(env factory, tasks, tokenizer, player kinds, a call that never ends an episode) of ``name``: per-step rewards
     (``keypad``), truncation by turns and by tokens (``bugfix``, ``bugfix-48``), and an adapted game (``guess``, an

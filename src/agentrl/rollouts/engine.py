@@ -48,7 +48,14 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
     tokens (of the 2**24 cells, at most V - 1 do) draws a float64 uniform to place itself within
     the cell; every other row's token is settled by its cell, so there the generator advances by
     one float32 number per row.
+
+    ``temperature=0`` is greedy decoding: each row's argmax (of equal maxima, the lowest id), with
+    no draw from ``generator``, and the log-prob returned is the chosen token's under
+    softmax(logits), the policy at temperature 1, which a trainer scores.
     """
+    if temperature == 0:
+        tokens = logits.argmax(-1)  # (m,): torch returns the first of equal maxima
+        return tokens, torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
     logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
     cdf = logp.exp().cumsum(-1, dtype=torch.float64)  # (m, V): the returned probabilities, summed in float64
     total = cdf[:, -1:]  # (m, 1)
@@ -115,8 +122,9 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
     if not envs:
         raise ValueError('rollout_batch needs at least one (env, task) pair')
     if (not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature)
-            or not temperature > 0):
-        raise ValueError(f'temperature must be a finite number > 0, got {temperature!r}')
+            or temperature < 0):
+        raise ValueError(f'temperature must be a finite number >= 0 (0: greedy decoding, the argmax), '
+                         f'got {temperature!r}')
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f'generator must be a torch.Generator or None, got {type(generator).__name__}')
     tok = as_renderer(tok)
@@ -139,7 +147,10 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     (over every live episode, through a key/value cache), then each env answers its call, then one
     batched prefill appends all the replies. Episodes that end leave the batch. ``logprobs`` hold
     the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
-    ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
+    ``generator`` state give the same trajectories. ``temperature=0`` decodes greedily: each token
+    is the argmax (of equal maxima, the lowest id) and nothing is drawn from ``generator``; then
+    ``logprobs`` hold the chosen tokens' log-probs under the policy at temperature 1 (the behaviour
+    chose them with probability 1), so a trainer can still score them. ``use_cache=False`` re-runs each full prefix
     at every step instead (the reference the benchmark compares against). ``model`` is any policy
     and ``tok`` our word-level tokenizer or any renderer (both protocols: ``agentrl.rendering.protocols``).
 
