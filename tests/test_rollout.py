@@ -268,6 +268,23 @@ def test_a_token_of_probability_1e_9_is_drawn_at_its_rate(monkeypatch, k):
     assert torch.allclose(logp[tokens == 1].double(), torch.tensor(math.log(1e-9 / z), dtype=torch.float64))
 
 
+def test_sample_next_equals_the_float64_inverse_cdf_of_its_uniforms():
+    """Every row's token is the one float64 sums give its float32 uniform u (the generator's first draws), or for a
+    cell [u, u + 2**-24) that holds a boundary, one of the tokens the cell meets. 2**15 tokens of similar
+    probabilities put boundaries 2**9 cells apart, so a few percent of the rows are settled in float64."""
+    torch.manual_seed(0)
+    logits = (torch.randn(1, 2 ** 15) * 0.3).repeat(400, 1)  # (n, V)
+    tokens, _ = sample_next(logits, 1.0, torch.Generator().manual_seed(5))
+    u = torch.rand(400, generator=torch.Generator().manual_seed(5)).double()  # (n,)
+    cdf = torch.log_softmax(logits[0], -1).exp().cumsum(-1, dtype=torch.float64)  # (V,): sums of the probabilities
+    # whose logs sample_next returns
+    first = torch.searchsorted(cdf, u * cdf[-1], right=True)  # (n,): the token at the cell's start
+    last = torch.searchsorted(cdf, (u + 2 ** -24) * cdf[-1])  # (n,): the token just before its end
+    assert ((first <= tokens) & (tokens <= last)).all()
+    assert torch.equal(tokens[first == last], first[first == last])
+    assert (first != last).sum() < 20, 'most cells hold no boundary'
+
+
 def test_sample_next_draws_one_float32_number_per_row_when_no_cell_holds_a_boundary():
     """Two equal logits put the one boundary at 0.5, a cell's edge: no row needs the float64 draw, so the generator
     advances exactly as by one float32 torch.rand per row, and the token is 1 exactly when u >= 0.5."""
