@@ -42,8 +42,8 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
     Inverse-CDF sampling: one uniform number per row, located in the row's cumulative
     probabilities (``torch.multinomial`` draws one exponential per vocabulary entry, 7x slower
     at the rollout's batch of 320). Exact for any probability: a token of probability 0 is never
-    drawn, and every other one is drawn with its probability (the exponential of the log-prob
-    returned, over the row's sum) to float64's rounding, however small. A float32 uniform has 24
+    drawn, and every other one is drawn with its probability, however small (the exponential of
+    the log-prob returned, in float32, over the row's sum; to float64's rounding). A float32 uniform has 24
     random bits: it picks one of 2**24 equal cells of [0, 1), and float32 cumulative sums round to
     about 6e-8 near 1, so on its own it would draw a token below that with probability 0 or 6e-8.
     The float32 answer stands where the token's interval holds the whole cell with room to spare
@@ -59,7 +59,8 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
         tokens = logits.argmax(-1)  # (m,): torch returns the first of equal maxima
         return tokens, torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
     logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
-    cdf = logp.exp().cumsum(-1)  # (m, V): torch sums in float64 and rounds each sum to float32
+    p = logp.float().exp()  # (m, V): the probabilities drawn from, in float32 whatever the logits' dtype
+    cdf = p.cumsum(-1)  # (m, V): torch sums in float64 and rounds each sum to float32
     u = torch.rand(cdf.shape[0], 1, generator=generator)  # (m, 1): the cell [u, u + _CELL) of [0, 1)
     # the tokens at u and at 6 cells before and 7 after: where all three agree, float32's token is exact (a float32
     # sum, total or product is off by at most a cell's width of the total, so the token's exact interval holds the cell)
@@ -67,16 +68,16 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
     tokens = around[:, 1:2]  # (m, 1)
     near = (around[:, 0] != around[:, 2]).nonzero().squeeze(1)  # (s,): rows near a boundary
     if len(near):
-        tokens[near] = _exact_tokens(logp[near], u[near].double(), generator)
+        tokens[near] = _exact_tokens(p[near], u[near].double(), generator)
     return tokens.squeeze(1), logp.gather(1, tokens).squeeze(1)
 
 
-def _exact_tokens(logp: torch.Tensor, u: torch.Tensor, generator) -> torch.Tensor:
-    """The tokens of rows near a boundary: logp (s, V), their cells' starts u (s, 1, float64) -> tokens (s, 1).
+def _exact_tokens(p: torch.Tensor, u: torch.Tensor, generator) -> torch.Tensor:
+    """The tokens of rows near a boundary: probabilities p (s, V), their cells' starts u (s, 1, float64) -> (s, 1).
 
     In float64 cumulative sums, the token at the cell's start, unless the cell holds a boundary: then a float64
     uniform places the row within the cell (those rows only, in order), so every token gets exactly its share."""
-    cdf = logp.exp().cumsum(-1, dtype=torch.float64)  # (s, V)
+    cdf = p.cumsum(-1, dtype=torch.float64)  # (s, V)
     total = cdf[:, -1:]  # (s, 1)
     tokens = torch.searchsorted(cdf, u * total, right=True)  # (s, 1): the token at the cell's start
     last = torch.searchsorted(cdf, (u + _CELL) * total)  # (s, 1): the token just before the cell's end
