@@ -99,6 +99,14 @@ GROUPS = [
      [],
      ['pass_rate', 'success_rate', 'mean_return', 'NoSignalWarning', 'group_pass', 'action_entropy', 'describe',
       'probe', 'informative_fraction', 'strip_wrappers', 'check_rendering']),
+    ('pass@k and greedy decoding',
+     'What papers report: pass@k from n samples per task with the unbiased estimator of Chen et al. (2021), '
+     'for k = 1, 2, 4, ..., n, per task and averaged over tasks (`pass_at_k_curve` samples the episodes once, '
+     '`pass_at_k_from_episodes` scores episodes already sampled, such as `pass_rate`\'s), and the pass of greedy '
+     'decoding (temperature 0: the most likely token at every step). Both count successes, a return that reaches '
+     'the threshold (`success_rate`), so a game that pays partial credit counts its wins.',
+     [],
+     ['pass_at_k', 'pass_at_k_curve', 'pass_at_k_from_episodes', 'PassAtK', 'greedy_pass']),
     ('Watching a run',
      'Every recipe takes `loggers=`: a logger is any object with `log(metrics, step)`. The run\'s monitors '
      '(section 15.6) go to a JSON Lines file per run, to TensorBoard with the `tensorboard` extra, or to any '

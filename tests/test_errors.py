@@ -50,8 +50,8 @@ def test_rollout_batch_errors(fresh_model, tasks, tok, pair):
         arl.rollout_batch(fresh_model, envs * 3, tasks[:2], tok)
     with pytest.raises(ValueError, match='at least one'):
         arl.rollout_batch(fresh_model, [], [], tok)
-    for temperature in (0, -1, 0.0, float('nan'), float('inf'), 'hot'):
-        with pytest.raises(ValueError, match='temperature'):
+    for temperature in (-1, -1e-9, float('nan'), float('inf'), 'hot', True):
+        with pytest.raises(ValueError, match=r'temperature must be a finite number >= 0 \(0: greedy'):
             arl.rollout_batch(fresh_model, envs, one, tok, temperature=temperature)
     with pytest.raises(TypeError, match='generator'):
         arl.rollout_batch(fresh_model, envs, one, tok, generator='x')

@@ -1,6 +1,7 @@
 """rollout_batch: the key/value cache, behaviour log-probs, determinism, and one renderer."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -10,6 +11,7 @@ import agentrl as arl
 from agentrl.envs.play import play
 from agentrl.recipes.diagnostics import check_rendering, rerender
 from agentrl.rendering.protocols import as_renderer
+from agentrl.rollouts.engine import sample_next
 
 from conftest import SMALL
 from feeding import feed_schedules
@@ -206,21 +208,123 @@ def test_fresh_model_calls_are_cut_at_the_limit(fresh_rollouts, tok):
         assert t.info['n_invalid'] >= 1
 
 
+CHI2_99_99 = {1: 15.14, 2: 18.42, 3: 21.11, 4: 23.51}
+"""The chi-square distribution's 99.99% quantile by degrees of freedom (scipy.stats.chi2.ppf(0.9999, df)): a correct
+sampler fails a test with this bound once in 10,000 runs."""
+
+
+def chi_square(counts, expected) -> float:
+    """Pearson's statistic: the sum over categories of (observed - expected)**2 / expected."""
+    return sum((o - e) ** 2 / e for o, e in zip(counts, expected))
+
+
 def test_sample_next_draws_from_the_softmax_and_never_a_zero_probability_token():
     """The rollout's inverse-CDF sampler: frequencies match softmax(logits / T), log-probs are exact, masked tokens never come."""
-    from agentrl.rollouts.engine import sample_next
     logits = torch.tensor([[0.0, 1.0, 2.0, float('-inf'), -1.0]]).repeat(40_000, 1)  # (n, V)
     gen = torch.Generator().manual_seed(0)
     tokens, logp = sample_next(logits, temperature=2.0, generator=gen)
     p = torch.softmax(logits[0] / 2.0, dim=-1)
-    freq = torch.bincount(tokens, minlength=5).float() / len(tokens)
-    assert freq[3] == 0, 'a -inf logit was drawn'
-    assert (freq - p).abs().max() < 0.01, (freq, p)  # 4 standard errors at n = 40,000
+    counts = torch.bincount(tokens, minlength=5)
+    assert counts[3] == 0, 'a -inf logit was drawn'
+    live = [0, 1, 2, 4]
+    stat = chi_square(counts[live].tolist(), (len(tokens) * p[live]).tolist())
+    assert stat < CHI2_99_99[len(live) - 1], (counts, p)
     assert torch.allclose(logp, p.log()[tokens])
     again, _ = sample_next(logits, temperature=2.0, generator=torch.Generator().manual_seed(0))
     assert torch.equal(tokens, again)
     first = torch.tensor([[float('-inf'), 0.0, 0.0]]).repeat(1000, 1)  # u = 0 must not pick the leading zero
     assert (sample_next(first, 1.0, torch.Generator().manual_seed(1))[0] > 0).all()
+
+
+def place_in_cell(monkeypatch, k):
+    """Make ``sample_next``'s float32 uniforms all k / 2**24 (every row in the k-th of torch.rand's 2**24 cells);
+    its float64 draws, which place a row within a cell that holds a boundary, stay random."""
+    real = torch.rand
+
+    def rand(*size, dtype=None, **kw):
+        if dtype is None:
+            return torch.full(size, k / 2 ** 24)  # exactly representable in float32, as torch.rand's draws are
+        return real(*size, dtype=dtype, **kw)
+    monkeypatch.setattr(torch, 'rand', rand)
+
+
+@pytest.mark.parametrize('k', [2 ** 23 - 1, 2 ** 23])
+def test_a_token_of_probability_1e_9_is_drawn_at_its_rate(monkeypatch, k):
+    """softmax([0, log 1e-9, 0]) gives the middle token 1e-9 / (2 + 1e-9), in [0.5 - 2.5e-10, 0.5 + 2.5e-10):
+    float32 sums round both its ends to 0.5 (never drawn), and a float32 uniform's 2**24 values never land in
+    it. Placed in either cell that holds a piece of it, 100,000 rows draw it at (its piece) / (the cell's width)."""
+    logits = torch.tensor([[0.0, math.log(1e-9), 0.0]]).repeat(100_000, 1)  # (n, 3)
+    place_in_cell(monkeypatch, k)
+    tokens, logp = sample_next(logits, 1.0, torch.Generator().manual_seed(0))
+    z = 2 + 1e-9
+    ends = [0.0, 1 / z, (1 + 1e-9) / z, 1.0]  # the cumulative probabilities
+    lo, hi = k / 2 ** 24, (k + 1) / 2 ** 24  # the cell
+    share = [max(0.0, min(hi, ends[i + 1]) - max(lo, ends[i])) / (hi - lo) for i in range(3)]
+    assert 0.004 < share[1] < 0.0043  # 2.5e-10 of a cell 2**-24 = 6e-8 wide
+    counts = torch.bincount(tokens, minlength=3).tolist()
+    drawn = [i for i in range(3) if share[i] > 0]
+    assert all(counts[i] == 0 for i in range(3) if share[i] == 0)
+    assert chi_square([counts[i] for i in drawn], [len(tokens) * share[i] for i in drawn]) < CHI2_99_99[len(drawn) - 1]
+    assert torch.allclose(logp[tokens == 1].double(), torch.tensor(math.log(1e-9 / z), dtype=torch.float64))
+
+
+def test_sample_next_equals_the_float64_inverse_cdf_of_its_uniforms():
+    """Every row's token is the one float64 sums give its float32 uniform u (the generator's first draws), or for a
+    cell [u, u + 2**-24) that holds a boundary, one of the tokens the cell meets. 2**15 tokens of similar
+    probabilities put boundaries 2**9 cells apart, so a few percent of the rows are settled in float64."""
+    torch.manual_seed(0)
+    logits = (torch.randn(1, 2 ** 15) * 0.3).repeat(400, 1)  # (n, V)
+    tokens, _ = sample_next(logits, 1.0, torch.Generator().manual_seed(5))
+    u = torch.rand(400, generator=torch.Generator().manual_seed(5)).double()  # (n,)
+    cdf = torch.log_softmax(logits[0], -1).exp().cumsum(-1, dtype=torch.float64)  # (V,): sums of the probabilities
+    # whose logs sample_next returns
+    first = torch.searchsorted(cdf, u * cdf[-1], right=True)  # (n,): the token at the cell's start
+    last = torch.searchsorted(cdf, (u + 2 ** -24) * cdf[-1])  # (n,): the token just before its end
+    assert ((first <= tokens) & (tokens <= last)).all()
+    assert torch.equal(tokens[first == last], first[first == last])
+    assert (first != last).sum() < 20, 'most cells hold no boundary'
+
+
+def test_sample_next_draws_one_float32_number_per_row_when_no_cell_holds_a_boundary():
+    """Two equal logits put the one boundary at 0.5, a cell's edge: no row needs the float64 draw, so the generator
+    advances exactly as by one float32 torch.rand per row, and the token is 1 exactly when u >= 0.5."""
+    gen = torch.Generator().manual_seed(3)
+    tokens, _ = sample_next(torch.zeros(1000, 2), 1.0, gen)
+    ref = torch.Generator().manual_seed(3)
+    u = torch.rand(1000, generator=ref)
+    assert torch.equal(gen.get_state(), ref.get_state())
+    assert torch.equal(tokens, (u >= 0.5).long())
+
+
+def test_greedy_sample_next_takes_the_lowest_argmax_and_draws_nothing():
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [float('-inf'), -2.0, -1.0, -1.0]])  # (2, 4)
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    tokens, logp = sample_next(logits, 0.0, gen)
+    assert tokens.tolist() == [1, 2]
+    assert torch.equal(gen.get_state(), state), 'greedy decoding drew from the generator'
+    # the log-prob under the policy at temperature 1: log(e**3 / (e + 2 e**3 + 1)) and log(e**-1 / (e**-2 + 2 e**-1))
+    want = [3 - math.log(math.e + 2 * math.e ** 3 + 1), -1 - math.log(math.e ** -2 + 2 * math.e ** -1)]
+    assert torch.allclose(logp, torch.tensor(want), atol=1e-6)
+
+
+def test_greedy_rollouts_take_the_full_forward_argmax_at_every_step(trained_model, tasks, tok):
+    """temperature=0: every action token is the argmax of the full forward at its position, its log-prob the
+    temperature-1 one there, and any generator (or none) gives the same episodes."""
+    batch = tasks[::3]
+    runs = [arl.rollout_batch(trained_model, [arl.BugFixEnv() for _ in batch], batch, tok, temperature=0, generator=g)
+            for g in (None, torch.Generator().manual_seed(0), torch.Generator().manual_seed(9))]
+    for a, b in zip(runs[0], runs[1]):
+        assert torch.equal(a.ids, b.ids) and torch.equal(a.logprobs, b.logprobs) and a.reward == b.reward
+    assert all(torch.equal(a.ids, c.ids) for a, c in zip(runs[0], runs[2]))
+    assert sum(len(t.info['actions']) >= 2 for t in runs[0]) >= 2
+    with torch.no_grad():
+        for traj in runs[0]:
+            logits = trained_model(traj.ids[None])[0, :-1]  # (T-1, V): the next-token logits at each position
+            mask = traj.action_mask.bool()
+            assert torch.equal(logits.argmax(-1)[mask], traj.ids[1:][mask]), traj.info['task']
+            lp = torch.log_softmax(logits, -1).gather(1, traj.ids[1:, None]).squeeze(1)
+            assert torch.allclose(traj.logprobs[mask], lp[mask], atol=1e-4)
 
 
 def _scripted_setup(name):

@@ -34,6 +34,8 @@ _LAZY = {
     'dpo_loss': 'recipes.dpo', 'episode_logp': 'recipes.dpo', 'make_pairs': 'recipes.dpo', 'preference_loss': 'recipes.dpo',
     'train_dpo': 'recipes.dpo',
     'action_entropy': 'recipes.evaluation', 'group_pass': 'recipes.evaluation', 'pass_rate': 'recipes.evaluation',
+    'PassAtK': 'recipes.evaluation', 'greedy_pass': 'recipes.evaluation', 'pass_at_k': 'recipes.evaluation',
+    'pass_at_k_curve': 'recipes.evaluation', 'pass_at_k_from_episodes': 'recipes.evaluation',
     'GRPOConfig': 'recipes.grpo', 'train_grpo': 'recipes.grpo',
     'train_online_dpo': 'recipes.online_dpo',
     'reinforce_step': 'recipes.reinforce', 'train_rl': 'recipes.reinforce',

@@ -31,18 +31,62 @@ def scripted_rollout(policy, env, task, tok) -> Trajectory:
 
 # --- model rollouts ------------------------------------------------------------------------------
 
+_CELL = 2.0 ** -24
+"""The spacing of ``torch.rand``'s float32 draws: each is k / 2**24, k uniform on 0 .. 2**24 - 1 (24 random bits)."""
+_AROUND = torch.tensor([[-6 * _CELL, 0.0, 7 * _CELL]])  # (1, 3): where ``sample_next`` checks float32's token
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, generator=None):
     """Draw one token per row from softmax(logits / temperature) -> (tokens (m,), their log-probs (m,)).
 
     Inverse-CDF sampling: one uniform number per row, located in the row's cumulative
     probabilities (``torch.multinomial`` draws one exponential per vocabulary entry, 7x slower
-    at the rollout's batch of 320). A token of probability 0 is never drawn.
+    at the rollout's batch of 320). Exact for any probability: a token of probability 0 is never
+    drawn, and every other one is drawn with its probability, however small (the exponential of
+    the log-prob returned, in float32, over the row's sum; to float64's rounding). A float32 uniform has 24
+    random bits: it picks one of 2**24 equal cells of [0, 1), and float32 cumulative sums round to
+    about 6e-8 near 1, so on its own it would draw a token below that with probability 0 or 6e-8.
+    The float32 answer stands where the token's interval holds the whole cell with room to spare
+    for that rounding (nearly every row); a row near a boundary is settled in float64
+    (``_exact_tokens``), drawing a float64 uniform within its cell only if the cell holds a
+    boundary (at most V - 1 of the 2**24 cells do). Every other row draws one float32 number.
+
+    ``temperature=0`` is greedy decoding: each row's argmax (of equal maxima, the lowest id), with
+    no draw from ``generator``, and the log-prob returned is the chosen token's under
+    softmax(logits), the policy at temperature 1, which a trainer scores.
     """
+    if temperature == 0:
+        tokens = logits.argmax(-1)  # (m,): torch returns the first of equal maxima
+        return tokens, torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None]).squeeze(1)
     logp = torch.log_softmax(logits / temperature, dim=-1)  # (m, V)
-    cdf = logp.exp().cumsum(-1)  # (m, V)
-    u = torch.rand(cdf.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]  # (m, 1) in [0, total)
-    tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1)  # (m, 1)
+    p = logp.float().exp()  # (m, V): the probabilities drawn from, in float32 whatever the logits' dtype
+    cdf = p.cumsum(-1)  # (m, V): torch sums in float64 and rounds each sum to float32
+    u = torch.rand(cdf.shape[0], 1, generator=generator)  # (m, 1): the cell [u, u + _CELL) of [0, 1)
+    # the tokens at u and at 6 cells before and 7 after: where all three agree, float32's token is exact (a float32
+    # sum, total or product is off by at most a cell's width of the total, so the token's exact interval holds the cell)
+    around = torch.searchsorted(cdf, (u + _AROUND) * cdf[:, -1:], right=True)  # (m, 3)
+    tokens = around[:, 1:2]  # (m, 1)
+    near = (around[:, 0] != around[:, 2]).nonzero().squeeze(1)  # (s,): rows near a boundary
+    if len(near):
+        tokens[near] = _exact_tokens(p[near], u[near].double(), generator)
     return tokens.squeeze(1), logp.gather(1, tokens).squeeze(1)
+
+
+def _exact_tokens(p: torch.Tensor, u: torch.Tensor, generator) -> torch.Tensor:
+    """The tokens of rows near a boundary: probabilities p (s, V), their cells' starts u (s, 1, float64) -> (s, 1).
+
+    In float64 cumulative sums, the token at the cell's start, unless the cell holds a boundary: then a float64
+    uniform places the row within the cell (those rows only, in order), so every token gets exactly its share."""
+    cdf = p.cumsum(-1, dtype=torch.float64)  # (s, V)
+    total = cdf[:, -1:]  # (s, 1)
+    tokens = torch.searchsorted(cdf, u * total, right=True)  # (s, 1): the token at the cell's start
+    last = torch.searchsorted(cdf, (u + _CELL) * total)  # (s, 1): the token just before the cell's end
+    split = (tokens != last).squeeze(1).nonzero().squeeze(1)  # (r,): rows whose cell holds a boundary
+    if len(split):
+        w = torch.rand(len(split), 1, generator=generator, dtype=torch.float64)  # (r, 1): where in the cell
+        x = (u[split] + w * _CELL) * total[split]  # (r, 1)
+        tokens[split] = torch.searchsorted(cdf[split], x, right=True).clamp_(min=tokens[split], max=last[split])
+    return tokens.clamp_(max=cdf.shape[1] - 1)
 
 
 class _CachedDecoder:
@@ -96,8 +140,9 @@ def _check_rollout_args(model, envs, tasks, tok, temperature, generator):
     if not envs:
         raise ValueError('rollout_batch needs at least one (env, task) pair')
     if (not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature)
-            or not temperature > 0):
-        raise ValueError(f'temperature must be a finite number > 0, got {temperature!r}')
+            or temperature < 0):
+        raise ValueError(f'temperature must be a finite number >= 0 (0: greedy decoding, the argmax), '
+                         f'got {temperature!r}')
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f'generator must be a torch.Generator or None, got {type(generator).__name__}')
     tok = as_renderer(tok)
@@ -120,7 +165,10 @@ def rollout_batch(model, envs, tasks, tok, temperature: float = 1.0, generator=N
     (over every live episode, through a key/value cache), then each env answers its call, then one
     batched prefill appends all the replies. Episodes that end leave the batch. ``logprobs`` hold
     the behaviour log-probs of the sampled tokens (at ``temperature``). The same model, inputs and
-    ``generator`` state give the same trajectories. ``use_cache=False`` re-runs each full prefix
+    ``generator`` state give the same trajectories. ``temperature=0`` decodes greedily: each token
+    is the argmax (of equal maxima, the lowest id) and nothing is drawn from ``generator``; then
+    ``logprobs`` hold the chosen tokens' log-probs under the policy at temperature 1 (the behaviour
+    chose them with probability 1), so a trainer can still score them. ``use_cache=False`` re-runs each full prefix
     at every step instead (the reference the benchmark compares against). ``model`` is any policy
     and ``tok`` our word-level tokenizer or any renderer (both protocols: ``agentrl.rendering.protocols``).
 
