@@ -12,6 +12,13 @@ RL learns from: section 15.6's probe). ``rl`` trains one RL run from one of them
 ``train_rl``, or the clipped trainer, ``train_grpo``) and evaluates it every ``--every`` steps: train and held-out pass
 against the episodes sampled so far. Both write JSON into ``OUT/ENV-sSEED/`` as they go, and ``rl`` saves its state
 every step (``recipes.loop``): run it again to continue a killed run. One torch thread (``--threads``).
+
+    python scripts/rl_curve.py table --tinyagent RUN_DIR [--plot docs/assets/rl_curves.png]
+
+``table`` prints every recorded run's curve (train / held-out pass against episodes sampled) beside the TinyAgent's
+SFT -> RL curve from a finished ``agentrl reproduce`` (RUN_DIR/results.json, section 15.5), and for each the
+episodes it took to reach train 0.9 (the sample efficiency of a pretrained model against a random one); ``--plot``
+draws them.
 """
 from __future__ import annotations
 
@@ -157,6 +164,80 @@ def rl(args):
     write(out / f'{name}.json', record)
 
 
+def reach(points, level=0.9):
+    """The episodes sampled when train pass first reached ``level``, or None."""
+    return next((p['episodes'] for p in points if p['train'] >= level), None)
+
+
+def tinyagent_curve(run_dir: Path) -> dict:
+    """The TinyAgent's SFT -> RL curve from a reproduction: 15.5's ``curves`` from the cold-start step on (the steps
+    before it are SFT), each RL step ``rl_tasks`` x ``rl_group`` episodes."""
+    r = json.loads((Path(run_dir) / 'results.json').read_text())
+    c = r['config']
+    cold, batch = c['cold_start_step'], c['rl_tasks'] * c['rl_group']
+    curve = r['sections']['15.5']['curves']['SFT -> RL']
+    return {'name': f"TinyAgent {r.get('env', 'bugfix')}-s{r.get('seed', 0)} SFT -> RL (agentrl reproduce)",
+            'points': [{'step': s - cold, 'episodes': (s - cold) * batch, 'train': t, 'heldout': h}
+                       for s, t, h in curve if s >= cold]}
+
+
+def label(name: str) -> str:
+    """'SmolLM2 bugfix-s0 reinforce-sft20-lr0.00025-8x8' -> 'SmolLM2 s0 from sft20, lr 0.00025'."""
+    if not name.startswith('SmolLM2'):
+        return name.replace(' (agentrl reproduce)', '')
+    _, where, rest = name.split(' ', 2)
+    parts = rest.split(' ')[0].split('-')
+    lr = next((q[2:] for q in parts if q.startswith('lr')), '?')
+    return f"SmolLM2 {where.split('-')[1]} from {parts[1]}, lr {lr}" + (' (stopped)' if 'stopped' in rest else '')
+
+
+def style(name: str) -> dict:
+    """A colour per learning rate, dashed for seed 1, the TinyAgent in black."""
+    if not name.startswith('SmolLM2'):
+        return {'color': 'black', 'lw': 2.2}
+    colours = {'0.00025': '#1f77b4', '0.0005': '#ff7f0e', '0.001': '#d62728'}
+    lr = label(name).split('lr ')[1].split(' ')[0]
+    return {'color': colours.get(lr, 'grey'), 'lw': 1.3, 'ls': '--' if '-s1 ' in name else '-',
+            'alpha': 0.5 if 'from weak' in label(name) else 1.0}
+
+
+def table(args):
+    runs = []
+    for f in sorted(Path(args.out).glob('*-s*/*.json')):
+        if f.name == 'starts.json':
+            continue
+        d = json.loads(f.read_text())
+        if d.get('points'):
+            runs.append({'name': f'SmolLM2 {f.parent.name} {f.stem}' + ('' if d.get('done') else ' (stopped)'),
+                         'points': d['points']})
+    runs += [tinyagent_curve(d) for d in args.tinyagent]
+    for r in runs:
+        pts = r['points']
+        hit = reach(pts)
+        print(f"{r['name']}: " + ' '.join(f"{p['episodes']}:{p['train']:.2f}/{p['heldout']:.2f}" for p in pts)
+              + f" | train 0.9 at {hit if hit is not None else 'never'} episodes")
+    if args.plot:
+        from agentrl.experiments.chapter15.figures import pyplot, save_figure
+        plt = pyplot()
+        envs = sorted({r['name'].split()[1].split('-')[0] for r in runs if r['name'].startswith('SmolLM2')})
+        fig, axes = plt.subplots(1, len(envs) or 1, figsize=(6 * max(len(envs), 1), 4.2), squeeze=False)
+        for ax, env in zip(axes[0], envs):
+            for r in runs:
+                if r['name'].startswith('SmolLM2') and f' {env}-' not in r['name']:
+                    continue
+                if not r['name'].startswith('SmolLM2') and f' {env}-' not in r['name']:
+                    continue
+                x = [p['episodes'] for p in r['points']]
+                ax.plot(x, [p['train'] for p in r['points']], marker='.', label=label(r['name']), **style(r['name']))
+            ax.axhline(0.9, color='grey', lw=0.6, ls='--')
+            ax.set_title(f'{env}: train pass against episodes sampled')
+            ax.set_xlabel('episodes sampled by RL')
+            ax.set_ylabel('train pass')
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=6.5)
+        save_figure(fig, Path(args.plot), 'REINFORCE on SmolLM2-135M-Instruct (LoRA) and on the TinyAgent')
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = ap.add_subparsers(dest='what', required=True)
@@ -181,7 +262,13 @@ def main(argv=None):
             p.add_argument('--minibatches', type=int, default=2, help="the clipped trainer's updates per pass")
             p.add_argument('--max-grad-norm', type=float, default=None)
             p.add_argument('--name', default=None)
+    p = sub.add_parser('table')
+    p.add_argument('--out', default=str(ROOT / 'runs' / 'rlcurves'))
+    p.add_argument('--tinyagent', nargs='*', default=[], help='finished agentrl reproduce folders (their 15.5 curves)')
+    p.add_argument('--plot', default=None, help='write the figure here (png)')
     args = ap.parse_args(argv)
+    if args.what == 'table':
+        return table(args)
     torch.set_num_threads(args.threads)
     from agentrl.runtime.memory import keep_freed_memory
     keep_freed_memory()

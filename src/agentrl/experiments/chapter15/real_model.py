@@ -24,7 +24,8 @@ BUDGETS = {
     'eval_samples': 2, 'describe_samples': 2,
     'rft_rounds': 3, 'rft_samples': 4, 'rft_steps': 10,
     'dpo_steps': 20, 'dpo_every': 10, 'dpo_lr': 5e-4, 'dpo_batch_size': 8,
-    'rl_cold_steps': 10, 'rl_only_steps': 20, 'rl_every': 10, 'rl_tasks': 4, 'rl_group': 4, 'rl_lr': 5e-4,
+    'rl_cold_steps': 32, 'rl_only_steps': 32, 'rl_every': 16, 'rl_tasks': 8, 'rl_group': 8, 'rl_lr': 2.5e-4,
+    'rl_micro_batch': 8,
     'mismatch_steps': 20, 'probe_group': 4, 'hack_rounds': 2,
     'checkpoint_every': 1,
 }
