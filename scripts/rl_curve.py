@@ -15,7 +15,7 @@ every step (``recipes.loop``): run it again to continue a killed run. One torch 
 
     python scripts/rl_curve.py table --tinyagent RUN_DIR [--plot docs/assets/rl_curves.png]
 
-``table`` prints every recorded run's curve (train / held-out pass against episodes sampled) beside the TinyAgent's
+``table`` prints each start's train / held-out pass and share of train groups with a signal, then every recorded run's curve (train / held-out pass against episodes sampled) beside the TinyAgent's
 SFT -> RL curve from a finished ``agentrl reproduce`` (RUN_DIR/results.json, section 15.5), and for each the
 episodes it took to reach train 0.9 (the sample efficiency of a pretrained model against a random one); ``--plot``
 draws them.
@@ -202,6 +202,10 @@ def style(name: str) -> dict:
 
 
 def table(args):
+    for f in sorted(Path(args.out).glob('*-s*/starts.json')):
+        pts = json.loads(f.read_text())['points']
+        print(f'starts {f.parent.name}: ' + ' '.join(f"{p['name']} {p['train']:.2f}/{p['heldout']:.2f} signal "
+                                                   f"{p['train_signal']:.2f}" for p in pts))
     runs = []
     for f in sorted(Path(args.out).glob('*-s*/*.json')):
         if f.name == 'starts.json':
