@@ -6,8 +6,8 @@ optimizer's state, its random streams (``random.Random``, ``torch.Generator``), 
 evaluation history, logs) and the caller's own lists (``Checkpoint.extra``: what a hook or an evaluation appends
 to), in a safetensors file (``statefile``). The file is written whole or not at all (a temporary file renamed over
 the last) after every ``every`` steps and after the last step, so a run killed at any point resumes from its last
-save and, every random draw coming from a saved stream, ends with the figures of a run never killed. A loop whose file holds its last step restores it and
-runs no step: a finished recipe costs a file read when its caller runs again.
+save and, every random draw coming from a saved stream, ends with the figures of a run never killed. A loop whose
+file holds its last step restores it and runs no step: a finished recipe costs a file read when its caller runs again.
 
 Without a checkpoint the loop is a plain ``range(1, total + 1)``. ``progress(recipe, step, total, seconds, first)``,
 when given, is called after every step (``seconds`` since the loop started, ``first`` the step it started after).
