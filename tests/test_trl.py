@@ -633,3 +633,17 @@ def test_causal_lm_unwraps_peft_distributed_and_compiled_wrappers_to_the_model_h
         HFPolicy(peft_model)
     with pytest.raises(TypeError, match='is not a transformers causal LM'):
         causal_lm(Distributed(torch.nn.Linear(2, 2)))
+
+
+def test_rollout_func_samples_in_the_precision_the_trainer_trains_in():
+    """TRL's ``args.bf16`` trains under bf16 autocast; ``rollout_func`` samples under it too (TRL's own generation runs
+    inside the trainer's autocast), and in float32 otherwise: the behaviour log-probs it hands TRL are the policy's
+    that TRL trains."""
+    from agentrl.integrations.trl_rollout import trainer_precision
+    model = torch.nn.Linear(2, 2)
+    for bf16, want in ((True, 'bf16'), (False, 'fp32')):
+        got = trainer_precision(SimpleNamespace(args=SimpleNamespace(bf16=bf16)), model)
+        assert (got.dtype, got.device) == (want, 'cpu')
+    assert trainer_precision(SimpleNamespace(), model).dtype == 'fp32'  # a trainer without args: float32
+    with trainer_precision(SimpleNamespace(args=SimpleNamespace(bf16=True)), model).autocast():
+        assert torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16

@@ -140,6 +140,15 @@ class _Guard:
         return '', 0.0, True, False, dict(self.info)
 
 
+def trainer_precision(trainer, model):
+    """The precision TRL trains ``model`` in, for sampling in it too: bf16 autocast where the trainer's ``args.bf16``
+    asks for it (as TRL's own generation runs under the trainer's autocast), else float32."""
+    from ..policies.precision import Precision
+    bf16 = bool(getattr(getattr(trainer, 'args', None), 'bf16', False))
+    return Precision('bf16' if bf16 else 'fp32', model.device.type,
+                     'the trainer places the model' + (', args.bf16' if bf16 else ''))
+
+
 def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=None, on_env_error: str = 'zero'):
     """An agentrl environment and its tasks for ``GRPOTrainer(rollout_func=...)`` -> ``(rollout_func, reward_func,
     dataset)``: agentrl's engine plays every episode, so any chat template (or a word-level vocabulary) works, with
@@ -172,7 +181,6 @@ def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=No
 
     def rollout_func(prompts, trainer) -> dict:
         from ..policies.hf import HFPolicy
-        from ..policies.precision import Precision
         from ..rendering.chat import ChatRenderer
         from ..rollouts.engine import rollout_batch
         if 'renderer' not in cache:
@@ -184,7 +192,7 @@ def trl_rollout(env=DEFAULT_ENV, tasks=None, reward: str = 'hidden', renderer=No
         envs = [make() for _ in prompts]
         guards = [_Guard(e) for e in envs] if on_env_error == 'zero' else [None] * len(envs)
         with trainer_model(trainer) as model:
-            policy = HFPolicy(model, precision=Precision('fp32', model.device.type, 'the trainer places the model'))
+            policy = HFPolicy(model, precision=trainer_precision(trainer, model))
             trajs = rollout_batch(policy, envs, [table[p] for p in prompts], cache['renderer'],
                                   temperature=trainer.temperature)
         out = {k: [] for k in ('prompt_ids', 'completion_ids', 'logprobs', 'env_mask', 'env_return',
