@@ -20,7 +20,7 @@ then TRL's ``GRPOTrainer`` with LoRA by TRL's own ``peft_config``. SmolLM2's Cha
 parse, so it goes through the other door, ``arl.trl_rollout``: agentrl's engine samples every episode from the
 model TRL trains, and TRL computes its loss on those ids, masks and log-probs.
 
-    python examples/trl_grpo.py --policy smollm2     # about 8 minutes on 2 cores; TRL's reward rises
+    python examples/trl_grpo.py --policy smollm2     # about 6 minutes on 2 cores; prints TRL's reward per step
 """
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def main(argv=None):
     parser.add_argument('--warm-steps', type=int, default=None,
                         help='SFT steps on the oracle before GRPO (default 300, 0: none; smollm2: 20, the cold start)')
     parser.add_argument('--batch', type=int, default=16, help='smollm2: episodes per GRPO step')
-    parser.add_argument('--group', type=int, default=8, help='smollm2: episodes per task (num_generations)')
+    parser.add_argument('--group', type=int, default=4, help='smollm2: episodes per task (num_generations)')
     parser.add_argument('--lr', type=float, default=5e-4, help="smollm2: the LoRA adapters' learning rate")
     parser.add_argument('--fp32', dest='bf16', action='store_false',
                         help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True)')
