@@ -640,7 +640,7 @@ def test_rollout_func_samples_in_the_precision_the_trainer_trains_in():
     inside the trainer's autocast), and in float32 otherwise: the behaviour log-probs it hands TRL are the policy's
     that TRL trains."""
     from agentrl.integrations.trl_rollout import trainer_precision
-    model = torch.nn.Linear(2, 2)
+    model = SimpleNamespace(device=torch.device('cpu'))  # all trainer_precision reads of the model
     for bf16, want in ((True, 'bf16'), (False, 'fp32')):
         got = trainer_precision(SimpleNamespace(args=SimpleNamespace(bf16=bf16)), model)
         assert (got.dtype, got.device) == (want, 'cpu')
