@@ -116,7 +116,8 @@ def smollm2_cold_start(train, steps: int, seed: int = 0):
     policy = arl.load_pretrained('smollm2', lora_rank=16, seed=seed)
     renderer = policy.renderer()  # the model's own chat template, the calls described in its system message
     demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, renderer) for task in train]
-    arl.sft_train(policy, demos, renderer, steps=steps, lr=1e-3, batch_size=8, seed=seed)
+    if steps:
+        arl.sft_train(policy, demos, renderer, steps=steps, lr=1e-3, batch_size=8, seed=seed)
     return policy.lora.peft.merge_and_unload(), policy.tokenizer
 
 
@@ -136,8 +137,8 @@ def main_smollm2(args):
 
     start = time.time()
     train = arl.make_tasks('train')
-    model, tok = smollm2_cold_start(train, args.warm_steps or 20, args.seed)
-    print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps or 20} SFT steps on the oracle (LoRA merged) | '
+    model, tok = smollm2_cold_start(train, args.warm_steps, args.seed)
+    print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps} SFT steps on the oracle (LoRA merged) | '
           f'{time.time() - start:5.1f} s')
     rollout_func, reward_func, dataset = arl.trl_rollout(arl.BugFixEnv, train)
     with warnings.catch_warnings():
