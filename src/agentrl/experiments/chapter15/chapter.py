@@ -22,7 +22,7 @@ class Chapter15(Reproduction):
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
                  extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', jobs: int = 1,
-                 worker_threads: int | None = None, env: str = DEFAULT, logdir=None):
+                 worker_threads: int | None = None, env: str = DEFAULT, logdir=None, rl: bool = False):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to. Checks every setting before any work: a bad one raises ValueError naming it.
         ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or ``'gpt2'`` / ``'llama'`` (see ``_new_model``).
@@ -36,7 +36,7 @@ class Chapter15(Reproduction):
             raise ValueError(f'worker_threads must be a positive int, got {worker_threads!r}')
         self.worker_threads = parallel.worker_threads(jobs, worker_threads)
         super().__init__(out, seed=seed, resume=resume, log=log, progress=progress, config=config, extended=extended,
-                         overrides=overrides, policy=policy, env=env, logdir=logdir)
+                         overrides=overrides, policy=policy, env=env, logdir=logdir, rl=rl)
 
     def spread(self) -> dict:
         """The jobs, and with more than one the torch threads of each worker (recorded in the provenance)."""

@@ -34,9 +34,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from ...policies.precision import DEVICES, DTYPES
+from ...recipes.pg_variants import VARIANTS
 
 MODEL = 'model.'
 """Prefix of the model's keys."""
+RL_STARTS = ('sft_step20', 'weak', 'sft_step60')
+"""The checkpoints ``agentrl sweep --rl`` can start RL from (``rl_start``)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,19 @@ class Ch15Config:
     """Episodes REINFORCE forwards at a time, their gradients added into one update (``reinforce_step``'s
     ``micro_batch``): the same update to float rounding, in the memory of that many episodes; 0 forwards the whole
     batch at once, as the chapter does."""
+    rl_variant: str = 'reinforce'
+    """The RL recipe of ``agentrl sweep --rl`` (its section ``rl``): ``'reinforce'`` (15.5's REINFORCE) or a variant of
+    the clipped trainer by its name in ``recipes.pg_variants.VARIANTS`` (``'clipped'``, ``'grpo'``, ``'dr_grpo'``,
+    ``'dapo'``, ``'cispo'``, ``'gspo'``, ``'rloo'`` ...), with the RL knobs above (tasks, group, learning rate,
+    temperature, entropy bonus). The chapter's sections ignore it."""
+    rl_start: str = 'sft_step20'
+    """The checkpoint ``agentrl sweep --rl`` starts RL from: ``'sft_step20'`` (15.5's cold start; ``rl_cold_steps``
+    steps), ``'weak'`` (the weak base; ``rl_only_steps``) or ``'sft_step60'`` (the last SFT step; ``rl_cold_steps``)."""
+    rl_target: float = 0.9
+    """``agentrl sweep --rl`` counts the episodes sampled until the train pass first reaches this (sample efficiency)."""
+    pass_k_samples: int = 16
+    """Episodes per task of ``agentrl sweep --rl``'s pass@k after RL, on train and held-out tasks (pass@1, 2, 4, ...
+    up to this, Chen et al. 2021's unbiased estimator)."""
     dpo_lr: float = 1e-3
     """AdamW learning rate of DPO (15.4, 15.6)."""
     dpo_beta: float = 0.1
@@ -228,6 +244,9 @@ RANGES = {
     'dtype': Bound(None, choices=DTYPES, why='auto: bf16 where the hardware multiplies it natively'),
     'device': Bound(None, choices=DEVICES, why='auto: a CUDA device when torch sees one'),
     'checkpoint_every': Bound(1),
+    'rl_variant': Bound(None, choices=tuple(VARIANTS), why='recipes.pg_variants'),
+    'rl_start': Bound(None, choices=RL_STARTS, why="the chapter's checkpoints RL can start from"),
+    'rl_target': Bound(0, 1, above=True), 'pass_k_samples': Bound(1),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
     'model.d_model': Bound(1, multiple_of='model.n_heads', why='each head gets d_model / n_heads dims'),

@@ -53,6 +53,7 @@ from .settings import describe_differences, differences, effective
 from .env_registry import DEFAULT, get_env
 from .provenance import collect as collect_provenance
 from .real_model import check_policy, is_pretrained, load_policy
+from .rl_section import RLSection
 from .sections import Sections
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')
@@ -61,17 +62,20 @@ POLICIES = {'weak': 'weak base', 'sft_step20': 'oracle SFT, step 20', 'sft_step6
             'rl_only': 'RL only', 'mismatched': 'SFT on mismatched template', 'hacker': 'public-test filter'}
 """Every policy a run checkpoints, with the label the report uses."""
 EXTENDED = ('beyond',)
+RL_SECTIONS = ('15.2', 'rl')
+"""What ``agentrl sweep --rl`` runs: 15.2's checkpoints, then one RL recipe from one of them (``rl_section.py``)."""
 PARTIAL, PROGRESS = 'partial', 'progress'
 """The run folder's subfolders of running recipes' saved states and of their progress (``Reproduction.recipe_run``)."""
 PROGRESS_EVERY = 0.5
 """Seconds between two writes of a recipe's progress file."""
 METHODS = {'15.1': 's15_1', '15.2': 's15_2', '15.3': 's15_3', '15.4': 's15_4', '15.5': 's15_5', '15.6': 's15_6',
-           'beyond': 'beyond'}
-"""Each section's method (``Sections``, ``Beyond``); each declares the sections it reads with ``@reads``."""
+           'beyond': 'beyond', 'rl': 's_rl'}
+"""Each section's method (``Sections``, ``Beyond``, ``RLSection``); each declares the sections it reads with ``@reads``."""
 TITLES = {'15.1': 'trajectory SFT and the action mask', '15.2': 'warm start: format first, then skill',
           '15.3': 'rejection sampling and expert iteration', '15.4': 'DPO for agent trajectories',
           '15.5': 'four recipes from the same weak base', '15.6': 'design questions in practice',
-          'beyond': 'beyond the chapter: exercises and a clipped trainer'}
+          'beyond': 'beyond the chapter: exercises and a clipped trainer',
+          'rl': 'one RL recipe from one checkpoint (sweep --rl)'}
 
 
 def dependencies(cls, sections) -> dict:
@@ -102,19 +106,20 @@ def check_seed(seed) -> None:
         raise TypeError(f'seed must be an int, got {type(seed).__name__}')
 
 
-class Reproduction(Sections, Beyond):
+class Reproduction(Sections, Beyond, RLSection):
     """One reproduction of chapter 15 in ``out``, every section in this process; ``run()`` executes (or resumes) each."""
 
     def __init__(self, out, seed: int = 0, resume: bool = False, log=print, progress=None, config: Ch15Config | None = None,
                  extended: bool = False, overrides: dict | None = None, policy: str = 'tiny', env: str = DEFAULT,
-                 logdir=None):
+                 logdir=None, rl: bool = False):
         """``overrides``: the keys the user set (``--set``, ``--config``), recorded in the provenance; ``config`` is
         what they resolved to (default: the chapter's budgets with ``env``'s own). Checks every setting before any
         work: a bad one raises ValueError naming it. ``policy``: the architecture, ``'tiny'`` (the TinyAgent) or
         ``'gpt2'`` / ``'llama'`` (see ``_new_model``), or a pretrained model (``'smollm2'``, a model folder or a
         ``.gguf`` file; ``real_model.py``). ``env``: the environment, by its ``--env`` name (``envs.py``).
         ``logdir``: where every recipe run writes its monitors (``--logdir``; ``monitor_run``), or None for no logging.
-        Writes nothing: ``run()`` takes the folder (``session``)."""
+        ``rl``: run only ``RL_SECTIONS`` (15.2, then the RL recipe ``rl_variant`` from ``rl_start``; ``agentrl sweep
+        --rl``) instead of the chapter. Writes nothing: ``run()`` takes the folder (``session``)."""
         check_seed(seed)
         self.env = get_env(env)
         """The environment (``envs.ChapterEnv``); ``self.env.env_id`` is what every recipe is given as ``env=``."""
@@ -124,7 +129,9 @@ class Reproduction(Sections, Beyond):
         """Whether the policy is a pretrained language model (``real_model.py``), not one built from scratch."""
         self.out, self.seed, self.log, self.progress, self.resume = Path(out), seed, log, progress, resume
         self.cfg = config or Ch15Config.for_env(self.env, self.policy)
-        self.sections = SECTIONS + (EXTENDED if extended else ())
+        if rl and extended:
+            raise ValueError('rl runs 15.2 and one RL recipe, not the chapter: it cannot be extended too')
+        self.sections = RL_SECTIONS if rl else SECTIONS + (EXTENDED if extended else ())
         self.depends = dependencies(type(self), self.sections)
         """Section -> the sections it reads (its method's ``@reads``), for ``--jobs`` and for ``_after``."""
         self.running = None
@@ -336,7 +343,7 @@ class Reproduction(Sections, Beyond):
 
     def transcript(self) -> str:
         """Everything printed so far, in the chapter's format."""
-        order = ['setup', *SECTIONS, *EXTENDED]
+        order = ['setup', *SECTIONS, *EXTENDED, 'rl']
         return '\n'.join(line for sec in order for line in self.lines.get(sec, [])) + '\n'
 
     # --- the run

@@ -28,6 +28,7 @@ from pathlib import Path
 from ..workers import Runner, WorkerDied, pin_threads
 
 SECTIONS = ('15.1', '15.2', '15.3', '15.4', '15.5', '15.6')  # == chapter15.reproduction.SECTIONS (not imported: keeps this module light)
+RL_SECTIONS = ('15.2', 'rl')  # == chapter15.reproduction.RL_SECTIONS: what sweep --rl runs per seed
 FAULT_ENV = 'AGENTRL_SWEEP_FAULT'
 
 
@@ -58,12 +59,13 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
              extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None,
-             logdir: str | None = None, policy: str = 'tiny') -> dict:
+             logdir: str | None = None, policy: str = 'tiny', rl: bool = False) -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record;
     ``env``: the environment's ``--env`` name (default the chapter's), which this process resolves itself;
     ``logdir``: where the seed's recipe runs write their monitors (``reproduce --logdir``), or None.
+    ``rl``: run 15.2 and one RL recipe (``sweep --rl``: ``RL_SECTIONS``) instead of the chapter.
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
     pin_threads(threads)
@@ -84,8 +86,8 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
     t0 = time.perf_counter()
     run = Chapter15(Path(out), seed=seed, resume=resume, log=lambda line: None, progress=progress,
                     config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT, policy=policy,
-                    jobs=1, logdir=logdir)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
-    loaded = sum(s in run.results for s in SECTIONS)
+                    jobs=1, logdir=logdir, rl=rl)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
+    loaded = sum(s in run.results for s in run.sections)
     run.run()
     return {'seed': seed, 'attempt': attempt, 'seconds': round(time.perf_counter() - t0, 2), 'pid': os.getpid(),
             'resumed_sections': loaded, 'threads': torch.get_num_threads()}

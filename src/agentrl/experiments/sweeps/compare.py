@@ -53,8 +53,9 @@ def _seed_record(folder: Path) -> dict | None:
         env = get_env(name)
     except ValueError as e:
         raise ValueError(f'{folder} ran on an environment not found here: {e}') from None
-    bands = env.bands(transcript(folder, saved)) if env.bands else []
-    claims = [replace(f, key=f'claim: {f.key}') for f in check_claims(saved['sections'], env)]
+    rl = 'rl' in saved['sections']  # sweep --rl: 15.2 and one RL recipe, neither the chapter's bands nor its claims
+    bands = env.bands(transcript(folder, saved)) if env.bands and not rl else []
+    claims = [] if rl else [replace(f, key=f'claim: {f.key}') for f in check_claims(saved['sections'], env)]
     return {'seed': saved.get('seed'), 'folder': str(folder), 'env': name, 'config': saved.get('config') or {},
             'provenance': saved.get('provenance') or {}, 'sections': saved['sections'], 'findings': bands + claims,
             'groups': saved.get('groups') or env.groups()}
@@ -171,6 +172,25 @@ def key_figures(groups=(), cold: str = 'SFT step 20', last: str = 'SFT step 60')
     return figs
 
 
+def _rl_figures(variants) -> list:
+    """The figures of the section ``rl`` (``sweep --rl``; ``rl_section.rl_figures``) the variants' runs have, each
+    once, in order -> [(label, path)]."""
+    from ..chapter15.rl_section import rl_figures
+    seen = {}
+    for v in variants:
+        for r in v['records']:
+            if 'rl' in r['sections']:
+                seen.update({label: path for label, path in rl_figures(r['sections']['rl']) if label not in seen})
+    return list(seen.items())
+
+
+def _walk(sections: dict, path: tuple):
+    """The value at ``path`` (keys) in a run's sections."""
+    for key in path:
+        sections = sections[key]
+    return sections
+
+
 def _values(records, fn) -> dict:
     """{seed: fn(sections)} over the records where the figure is a number."""
     out = {}
@@ -237,6 +257,10 @@ def compare(variants: list, test: str = 't') -> dict:
         vals = [_values(v['records'], fn) for v in variants]
         if any(vals):
             figures.append({'section': section, 'figure': label, **_row(vals, test)})
+    for label, path in _rl_figures(variants):
+        vals = [_values(v['records'], lambda R, p=path: _walk(R, p)) for v in variants]
+        if any(vals):
+            figures.append({'section': 'rl', 'figure': label, **_row(vals, test)})
     finding_rows = [{'finding': name, **_row(vals, test), 'not_applicable': na[name]} for name, vals in findings.items()]
     return {'variants': [{'name': v['name'], 'path': v['path'], 'kind': v['kind'], 'overrides': v['overrides'],
                           'seeds': [r['seed'] for r in v['records']]} for v in variants],
@@ -278,14 +302,16 @@ def add_parser(sub):
 def run(dirs, allow=(), out=None, console=None, test: str = 't') -> dict:
     """Load, check, compare (``test``: the paired test, ``stats.TESTS``), write compare.md / compare.json /
     compare.png (and print) -> the result dict."""
-    from .figures import fig_compare
+    from .figures import fig_compare, fig_rl_compare
     variants = load_all(dirs)
     settings = check_budgets(variants, allow)
     result = compare(variants, test)
     prov = provenance_rows(variants)
     out = Path(out) if out else (Path(dirs[0]) if len(dirs) == 1 else Path('runs/compare'))
     out.mkdir(parents=True, exist_ok=True)
-    fig = fig_compare(result['curves'], out / 'compare.png') if any(result['curves'].values()) else None
+    rl = any('rl' in r['sections'] for v in variants for r in v['records'])
+    draw = fig_rl_compare if rl else fig_compare
+    fig = draw(result['curves'], out / 'compare.png') if any(result['curves'].values()) else None
     (out / 'compare.md').write_text(render(result, settings, prov, fig.name if fig else None))
     saved = {**{k: v for k, v in result.items() if k != 'curves'},
              'methods': {part: method(result, part) for part in ('findings', 'figures')}}

@@ -73,3 +73,61 @@ def fig_compare(variants: dict, path: Path) -> Path:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=min(len(labels), 4), fontsize=9, frameon=False)
     return save_figure(fig, path, 'The four recipes per variant (mean over seeds, 95% CI bands)', rect=(0, 0.06, 1, 1))
+
+
+def _series(figs: dict, key: str, cols: int) -> list:
+    """Rows ``key/0/*``, ``key/1/*``, ... of aggregated figures, each a tuple of ``cols`` summaries, while present."""
+    rows, k = [], 0
+    while f'{key}/{k}/0' in figs:
+        rows.append(tuple(figs.get(f'{key}/{k}/{c}') for c in range(cols)))
+        k += 1
+    return rows
+
+
+def fig_rl_compare(variants: dict, path: Path) -> Path:
+    """The variants of ``sweep --rl`` side by side: ``{name: aggregated figures}`` -> a 2 x 2 grid, the RL curve (train
+    and held-out pass against the episodes sampled) and pass@k after RL (train and held-out), one line per variant
+    (its mean over seeds) with its 95% CI band where it has two or more seeds."""
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.2))
+
+    def band(ax, xs, stats, color):
+        lo = [max(0.0, (s['ci95'] or [s['mean']] * 2)[0]) for s in stats]
+        hi = [min(1.0, (s['ci95'] or [s['mean']] * 2)[1]) for s in stats]
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.15, lw=0)
+    for v, (name, figs) in enumerate(variants.items()):
+        color = VARIANT_COLORS[v % len(VARIANT_COLORS)]
+        n = max((s['n'] for s in figs.values()), default=0)
+        hist = _series(figs, 'rl/hist', 3)
+        per_step = _series({f'rl/episodes_per_step/{k}/0': s for k, s in
+                            ((k.split('/')[2], s) for k, s in figs.items() if k.startswith('rl/episodes_per_step/'))},
+                           'rl/episodes_per_step', 1)
+        if hist:
+            first = hist[0][0]['mean']
+            done = [0.0]
+            for (s,) in per_step:
+                done.append(done[-1] + s['mean'])
+            xs = [done[min(len(done) - 1, round(h[0]['mean'] - first))] for h in hist]  # mean episodes by that step
+            for i, split in enumerate(('train', 'held-out')):
+                ax = axes[0][i]
+                ax.plot(xs, [h[i + 1]['mean'] for h in hist], 'o-', ms=3, color=color,
+                        label=f'{name} (n={n})' if i == 0 else None)
+                if n > 1:
+                    band(ax, xs, [h[i + 1] for h in hist], color)
+        for i, split in enumerate(('train', 'held')):
+            ks = sorted((int(k.rsplit('/', 1)[1]) for k in figs if k.startswith(f'rl/pass_at_k/{split}/mean/')))
+            if not ks:
+                continue
+            stats = [figs[f'rl/pass_at_k/{split}/mean/{k}'] for k in ks]
+            ax = axes[1][i]
+            ax.plot(ks, [s['mean'] for s in stats], 'o-', ms=3, color=color)
+            if n > 1:
+                band(ax, ks, stats, color)
+            ax.set_xscale('log', base=2)
+            ax.set_xticks(ks, [str(k) for k in ks])
+    for i, split in enumerate(('train', 'held-out')):
+        axes[0][i].set(title=f'RL: {split} pass', xlabel='episodes sampled', ylim=(0, 1.02))
+        axes[1][i].set(title=f'after RL: {split} pass@k', xlabel='k (attempts per task)', ylim=(0, 1.02))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc='lower center', ncol=min(len(labels), 4), fontsize=9, frameon=False)
+    return save_figure(fig, path, 'RL variants from one checkpoint (mean over seeds, 95% CI bands)', rect=(0, 0.06, 1, 1))

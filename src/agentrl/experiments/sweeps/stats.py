@@ -22,8 +22,9 @@ from scipy import stats as sp
 
 from ..chapter15.findings import hold_rates, wilson  # noqa: F401 (wilson: a hold rate's interval, counted there)
 
-EXCLUDE = re.compile(r'15\.3/first_kept(/|$)|15\.3/rounds/\d+/first_actions(/|$)')
-"""Numeric leaves that are not one figure across seeds: per-seed rankings and counts keyed by action text."""
+EXCLUDE = re.compile(r'15\.3/first_kept(/|$)|15\.3/rounds/\d+/first_actions(/|$)|rl/logs(/|$)|rl/pass_at_k/\w+/successes(/|$)')
+"""Numeric leaves that are not one figure across seeds: per-seed rankings and counts keyed by action text, the RL
+section's step logs (their means are its ``monitors``) and its per-task successes."""
 
 
 def _mean_sd(xs: list) -> tuple:

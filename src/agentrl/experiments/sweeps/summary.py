@@ -37,12 +37,14 @@ def seed_claims(out, sweep: dict) -> dict:
 
 
 def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers, wall, overrides=None, variant=None,
-                    threads: int = 1, env: str | None = None, policy: str = 'tiny') -> dict:
+                    threads: int = 1, env: str | None = None, policy: str = 'tiny', rl: bool = False) -> dict:
     """Aggregate the finished seeds of ``out`` and write sweep.json, sweep.md and the CI figure -> the sweep dict.
 
     ``env``: the environment's ``--env`` name (default the chapter's); the chapter's bands (``findings``) apply only
     to the environment that has them (``ChapterEnv.bands``), the chapter's claims (``claims``) to every environment,
-    where it has what they need; the bands are the TinyAgent's figures, so a pretrained ``policy`` has claims only."""
+    where it has what they need; the bands are the TinyAgent's figures, so a pretrained ``policy`` has claims only.
+    ``rl`` (``sweep --rl``): the seeds ran 15.2 and one RL recipe, so there are neither bands nor claims, and sweep.md
+    tables the RL section's figures (``sweep_report.render_rl``)."""
     from ..chapter15.claims import check_claims
     from ..chapter15.settings import budget_name
     from ..chapter15.env_registry import DEFAULT, get_env
@@ -50,11 +52,11 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     from ..chapter15.real_model import is_pretrained
     from .figures import draw_ci_figure
     from .stats import aggregate, aggregate_claims, aggregate_findings, aggregate_verdicts
-    from .sweep_report import render
+    from .sweep_report import render, render_rl
 
     out, env = Path(out), env or DEFAULT
     chapter_env = get_env(env)
-    bands = chapter_env.bands if not is_pretrained(policy) else None
+    bands = chapter_env.bands if not (is_pretrained(policy) or rl) else None
     ok = [s for s in seeds if runs[s]['status'] in ('ok', 'skipped')]
     per_seed, per_seed_findings, per_seed_claims = {}, {}, {}
     for s in ok:
@@ -62,11 +64,12 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
         per_seed[s] = saved['sections']
         if bands:
             per_seed_findings[s] = bands((seed_dir(out, s) / 'transcript.txt').read_text())
-        per_seed_claims[s] = check_claims(saved['sections'], chapter_env)
+        if not rl:
+            per_seed_claims[s] = check_claims(saved['sections'], chapter_env)
     figures_, partial = aggregate(per_seed) if per_seed else ({}, {})
     findings = aggregate_findings(per_seed_findings)
     claims = aggregate_claims(per_seed)
-    sweep = {'env': env, 'policy': str(policy), 'groups': chapter_env.groups(), 'bands': bands is not None,
+    sweep = {'env': env, **({'rl': True} if rl else {}), 'policy': str(policy), 'groups': chapter_env.groups(), 'bands': bands is not None,
              'seeds': seeds, 'aggregated_seeds': ok,
              'failed_seeds': [s for s in seeds if runs[s]['status'] == 'failed'],
              'n': len(ok), 'variant': variant, 'budget': budget_name(config, chapter_env, policy), 'smoke': bool(smoke),
@@ -79,6 +82,9 @@ def summarize_sweep(out, seeds, runs, failures, config, smoke, backend, workers,
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / 'sweep.json', sweep, sort_keys=False)
     fig = None
+    if rl:
+        (out / 'sweep.md').write_text(render_rl(sweep, next((per_seed[s].get('rl') for s in ok), None)))
+        return sweep
     if per_seed:
         fig = draw_ci_figure(sweep, out / 'fig15_3_recipes_ci.png', tasks=chapter_env.task_label,
                              checks=chapter_env.check_label)

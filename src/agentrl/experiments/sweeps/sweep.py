@@ -39,7 +39,7 @@ from ..chapter15.settings import add_setting_args
 from ..chapter15.env_registry import DEFAULT
 from ..run_folder import peek
 from ..workers import THREAD_ENV, exit_on_sigterm
-from .backends import SECTIONS
+from .backends import RL_SECTIONS, SECTIONS
 from .seeds import Poller, finished_sections, parse_seeds, seed_dir
 from .summary import summarize_sweep, write_grid
 
@@ -101,7 +101,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) ->
 def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', address: str | None = None,
               resume: bool = False, smoke: bool = False, console=None, poll: float = 0.5, extended: bool = False,
               config=None, overrides: dict | None = None, grid: list | None = None, threads: int = 1,
-              env: str = DEFAULT, logdir=None, policy: str = 'tiny') -> dict:
+              env: str = DEFAULT, logdir=None, policy: str = 'tiny', rl: bool = False) -> dict:
     """Run every seed of every variant (retrying failures once), aggregate, write each variant's sweep.json /
     sweep.md / figure -> the sweep dict, or with ``grid`` ``{'grid': ..., 'variants': {name: sweep dict}}``.
 
@@ -114,6 +114,8 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     ``out`` (``lock.FolderLock``): a second sweep or run on it is refused at once. ``logdir``: every seed's recipe
     runs write their monitors there (``reproduce --logdir``; a grid's variants below ``LOGDIR/VARIANT``).
     ``policy``: every seed's policy (``reproduce --policy``: the TinyAgent, or a pretrained model with its budgets).
+    ``rl``: each seed runs 15.2 and then one RL recipe, ``rl_variant`` from ``rl_start`` (``chapter15/rl_section.py``),
+    instead of the chapter: ``--grid rl_variant=reinforce,clipped,dapo`` compares the recipes from one checkpoint.
     """
     from ...runtime.terminal import console as new_console
     from ..lock import FolderLock
@@ -125,18 +127,20 @@ def run_sweep(out, seeds, workers: int | None = None, backend: str = 'local', ad
     variants = plan(out, config or _default_config(smoke, env, policy), overrides, grid, env, policy)
     if resume:
         check_resume(variants, seeds, threads, env)
-    sections = SECTIONS + (('beyond',) if extended else ())
+    if rl and extended:
+        raise ValueError('--rl runs 15.2 and one RL recipe per seed, not the chapter: it cannot be --extended too')
+    sections = RL_SECTIONS if rl else SECTIONS + (('beyond',) if extended else ())
     workers_given, workers = workers, workers or max(1, (os.cpu_count() or 1) // threads)
     with FolderLock(out):
         runs = SeedRuns(variants, seeds, sections, resume)
         t_start = time.perf_counter()
         with _thread_env(threads), _backend(backend, workers, address, workers_given, len(runs.jobs), threads) as be:
-            runs.run(be, console, poll, extended, threads, env, None if logdir is None else Path(logdir).resolve(), policy)
+            runs.run(be, console, poll, extended, threads, env, None if logdir is None else Path(logdir).resolve(), policy, rl)
         wall = time.perf_counter() - t_start
         sweeps = {var['name']: summarize_sweep(var['folder'], seeds, runs.of_variant(v), runs.failures[v],
                                                config=var['record'], smoke=smoke, backend=backend, workers=workers,
                                                wall=wall, overrides=var['overrides'], variant=var['name'],
-                                               threads=threads, env=env, policy=policy)
+                                               threads=threads, env=env, policy=policy, rl=rl)
                   for v, var in enumerate(variants)}
         return sweeps[None] if not grid else write_grid(out, seeds, variants, sweeps, overrides, wall, threads)
 
@@ -212,13 +216,14 @@ class SeedRuns:
         self.state[job].update(status='skipped', seconds=round(sum(timing.values()), 2), note='all sections done (--resume)')
         return True
 
-    def run(self, be, console, poll: float, extended: bool, threads: int, env: str, logdir=None, policy='tiny') -> None:
+    def run(self, be, console, poll: float, extended: bool, threads: int, env: str, logdir=None, policy='tiny',
+            rl: bool = False) -> None:
         """Run the jobs ``todo`` on the backend ``be``, at most ``be.limit`` at a time, retrying a failed one once."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from .backends import faults_from_env
         self.be, self.console, self.faults = be, console, faults_from_env()
-        self.args = (extended, threads, env, logdir, policy)
+        self.args = (extended, threads, env, logdir, policy, rl)
         poller = Poller(self.sections)
         with Progress(TextColumn('[bold]{task.description}'), BarColumn(bar_width=24),
                       TextColumn('{task.completed}/{task.total}'), TextColumn('{task.fields[status]}'),
@@ -241,12 +246,12 @@ class SeedRuns:
         (v, seed), again = job, attempt > 1
         self.state[job].update(attempts=attempt, status='running')
         var = self.variants[v]
-        extended, threads, env, logdir, policy = self.args
+        extended, threads, env, logdir, policy, rl = self.args
         if logdir is not None and var['name']:  # a grid: each variant's runs in their own folder
             logdir = logdir / var['name']
         h = self.be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), self.resume or again, attempt,
                            self.faults.get(seed), extended, var['overrides'], threads, env,
-                           None if logdir is None else str(logdir), policy)
+                           None if logdir is None else str(logdir), policy, rl)
         self.inflight[h] = (job, attempt, time.perf_counter())
         self.bar.start_task(self.ids[job])
         self.bar.update(self.ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -320,6 +325,9 @@ def add_parser(sub):
     p.add_argument('--policy', default='tiny', metavar='POLICY',
                    help="every seed's policy, as reproduce --policy: the TinyAgent (default), or a pretrained model "
                    "('smollm2', a model folder or a .gguf file) with its own budgets")
+    p.add_argument('--rl', action='store_true', help="each seed runs 15.2, then one RL recipe from its checkpoint "
+                   "(rl_variant from rl_start, at the chapter's RL budget) and measures it: curve, pass@k, greedy pass, "
+                   'episodes to rl_target; e.g. --rl --grid rl_variant=reinforce,clipped,dapo, then agentrl compare OUT')
     p.add_argument('--extended', action='store_true', help="run each seed with reproduce --extended (the chapter's "
                    'exercises and the clipped trainer) and aggregate those comparisons too')
     add_setting_args(p)
@@ -358,7 +366,7 @@ def main(args) -> int:
         result = run_sweep(args.out, args.seeds, workers=args.workers, backend=args.backend, address=args.address,
                            resume=args.resume, smoke=args.smoke, console=console, extended=args.extended,
                            config=config, overrides=overrides, grid=grid, threads=args.threads, env=args.env,
-                           logdir=args.logdir, policy=args.policy)
+                           logdir=args.logdir, policy=args.policy, rl=args.rl)
     except ValueError as e:  # a model setting torch rejects, or --resume into another config or thread count
         print(f'agentrl sweep: error: {e}', file=sys.stderr)
         return 2
@@ -369,7 +377,7 @@ def main(args) -> int:
         where = out / name if name else out
         low = sorted(sweep['findings'].items(), key=lambda kv: kv[1]['hold_rate'])[:5]
         console.print(f"{name + ': ' if name else ''}{sweep['n']} of {len(sweep['seeds'])} seeds aggregated in "
-                      f"{sweep['wall_seconds']:.0f} s | {where}/sweep.json, sweep.md" + (', fig15_3_recipes_ci.png' if sweep['n'] else ''),
+                      f"{sweep['wall_seconds']:.0f} s | {where}/sweep.json, sweep.md" + (', fig15_3_recipes_ci.png' if sweep['n'] and not args.rl else ''),
                       markup=False, highlight=False)
         if low:
             console.print('lowest hold rates: ' + '; '.join(f"{n} {r['hold_rate']:.0%}" for n, r in low), markup=False)

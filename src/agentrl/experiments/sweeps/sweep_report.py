@@ -213,3 +213,29 @@ def _runs_md(sweep) -> list:
         errs = '; '.join(f"attempt {e['attempt']}: {e['error']}" for e in r['errors']) or '—'
         rows.append((s, r['status'], r['attempts'], f"{r['seconds']:.1f}", f"{r['wall_seconds']:.1f}", errs))
     return ['## Runs', '', table(['seed', 'status', 'attempts', 'run seconds', 'wall seconds', 'errors'], rows), '']
+
+
+def render_rl(sweep: dict, rl: dict | None) -> str:
+    """sweep.md of a ``sweep --rl``: the RL section's figures (``rl_section.rl_figures``) as mean ± 95% CI over seeds;
+    ``rl``: one seed's section (which names the figures), None when no seed finished."""
+    from ..chapter15.rl_section import rl_figures
+    n, seeds = sweep['n'], sweep['seeds']
+    cfg = sweep.get('config') or {}
+    title = f"RL from one checkpoint over {len(seeds)} seeds on {sweep.get('env', DEFAULT)}" + (
+        f": {sweep['variant']}" if sweep.get('variant') else '')
+    md = [f'# {title}', '',
+          f"`{cfg.get('rl_variant')}` from `{cfg.get('rl_start')}`; seed shifts {', '.join(map(str, seeds))}; "
+          f"{sweep['budget']} budget; backend {sweep['backend']}, {sweep['workers']} workers, {_threads(sweep)} torch "
+          f"thread(s) each; {sweep['wall_seconds']:.0f} s wall" + _resumed(sweep) + '. '
+          f"**{n} of {len(seeds)} seeds aggregated**" + (f"; failed: {', '.join(map(str, sweep['failed_seeds']))}"
+                                                          if sweep['failed_seeds'] else '') + '.', '',
+          f'Each cell: mean ± half-width of the 95% confidence interval over the {n} seeds; [n=k] marks a figure only k '
+          'seeds have (the episodes to the target, where some seeds never reached it).', '']
+    if sweep.get('overrides'):
+        md += ["Settings changed from the chapter's: " + ', '.join(f'`{k}={v}`' for k, v in sweep['overrides'].items())
+               + '.', '']
+    if rl is None:
+        return '\n'.join(md + ['No seed finished.', ''])
+    rows = [(label, fmt(_stat(sweep, '/'.join(path)), 0 if 'episodes' in label or 'seconds' in label else 2))
+            for label, path in rl_figures(rl)]
+    return '\n'.join(md + [table(['figure', f'mean ± 95% CI (n={n})'], rows), ''])
