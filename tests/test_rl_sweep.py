@@ -1,0 +1,111 @@
+"""``agentrl sweep --rl``: one RL recipe per seed and variant from one of 15.2's checkpoints, and ``agentrl compare``
+on its variants.
+
+One smoke grid (REINFORCE, the clipped trainer, DAPO; seeds 0-1) checks that every variant starts from the same
+checkpoint, that the ``reinforce`` variant is the chapter's own SFT -> RL (its curve equals 15.5's in a chapter run
+of the same seed), that pass@k and the episode counts are what they say, and that ``compare`` pairs the variants.
+"""
+import json
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.experiments.chapter15.chapter import Chapter15
+from agentrl.experiments.chapter15.config import Ch15Config
+from agentrl.experiments.chapter15.rl_section import episodes_to_target
+from agentrl.recipes.evaluation import pass_at_k
+from agentrl.recipes.grpo import GRPOConfig
+from agentrl.recipes.pg_variants import VARIANTS, variant_settings
+
+GRID = ('reinforce', 'clipped', 'dapo')
+
+
+def sections(folder):
+    return json.loads((folder / 'results.json').read_text())['sections']
+
+
+def test_episodes_to_target_counts_the_episodes_before_the_first_point_at_the_target():
+    hist = [(20, 0.5, 0.4), (22, 0.85, 0.5), (24, 0.95, 0.6), (26, 0.90, 0.7)]  # evaluated every 2 steps from step 20
+    per_step = [64, 64, 100, 120, 64, 64]  # steps 21..26; dynamic sampling drew more at steps 23 and 24
+    assert episodes_to_target(hist, per_step, 0.9, start=20) == 64 + 64 + 100 + 120
+    assert episodes_to_target(hist, per_step, 0.5, start=20) == 0  # the start was already there
+    assert episodes_to_target(hist, per_step, 0.99, start=20) is None
+
+
+def test_every_named_variant_is_a_valid_clipped_trainer_and_a_wrong_name_lists_them():
+    for name, settings in VARIANTS.items():
+        if settings is not None:
+            GRPOConfig(**settings)  # raises on a setting the trainer does not have
+    assert variant_settings('reinforce') is None and variant_settings('dapo')['dynamic_sampling'] is True
+    with pytest.raises(ValueError, match="valid variants are .*'cispo'.*'gspo'"):
+        variant_settings('ppo2')
+    with pytest.raises(ValueError, match="rl_variant must be one of .*'dapo'"):
+        Ch15Config(rl_variant='ppo2')
+
+
+@pytest.fixture(scope='module')
+def rl_grid(tmp_path_factory):
+    out = tmp_path_factory.mktemp('rlgrid')
+    rc = main(['sweep', '--rl', '--smoke', '--seeds', '0-1', '--workers', '2', '--out', str(out), '--set', 'pass_k_samples=4',
+               '--grid', 'rl_variant=' + ','.join(GRID)])
+    return rc, out
+
+
+def test_rl_grid_writes_each_variant_from_the_same_checkpoint(rl_grid):
+    rc, out = rl_grid
+    assert rc == 0 and (out / 'grid.json').is_file()
+    for seed in (0, 1):
+        runs = {v: sections(out / f'rl_variant={v}' / f'seed{seed}') for v in GRID}
+        assert all(set(r) == {'setup', '15.2', 'rl'} for r in runs.values())
+        assert len({json.dumps(r['15.2'], sort_keys=True) for r in runs.values()}) == 1  # one checkpoint for all
+        ckpts = {(out / f'rl_variant={v}' / f'seed{seed}' / 'checkpoints' / 'sft_step20.safetensors').read_bytes() for v in GRID}
+        assert len(ckpts) == 1
+        smoke = Ch15Config.smoke()
+        batch = smoke.rl_tasks * smoke.rl_group
+        for v, r in runs.items():
+            rl = r['rl']
+            assert rl['variant'] == v and rl['start'] == 'sft_step20' and rl['hist'][0][0] == smoke.cold_start_step
+            assert len(rl['episodes_per_step']) == smoke.rl_cold_steps and rl['episodes'] == sum(rl['episodes_per_step'])
+            if v == 'dapo':  # dynamic sampling draws whole batches, every one of them counted
+                assert all(e % batch == 0 and e >= batch for e in rl['episodes_per_step'])
+                assert 'dynamic_sampling/batches' in rl['monitors']
+            else:
+                assert rl['episodes_per_step'] == [batch] * smoke.rl_cold_steps
+            for split in ('train', 'held'):  # pass@k from the recorded successes, by Chen et al.'s estimator
+                pk = rl['pass_at_k'][split]
+                assert pk['n'] == 4 and list(pk['mean']) == ['1', '2', '4']
+                for k in (1, 2, 4):
+                    want = sum(pass_at_k(4, c, k) for c in pk['successes']) / len(pk['successes'])
+                    assert pk['mean'][str(k)] == pytest.approx(want)
+                assert pk['mean']['1'] <= pk['mean']['2'] <= pk['mean']['4']
+                assert 0.0 <= rl['greedy'][split] <= 1.0
+        assert runs['reinforce']['rl']['settings']['recipe'] == 'train_rl'
+        assert runs['dapo']['rl']['settings']['loss_type'] == 'dapo'
+
+
+def test_the_reinforce_variant_is_the_chapters_sft_then_rl(rl_grid, tmp_path):
+    _, out = rl_grid
+    chapter = Chapter15(tmp_path, seed=1, config=Ch15Config.smoke(), log=lambda line: None).run()
+    smoke = Ch15Config.smoke()
+    n_cold = smoke.cold_start_step // smoke.sft_every + 1
+    curve = [list(p) for p in chapter['15.5']['curves']['SFT -> RL'][n_cold - 1:]]
+    assert sections(out / 'rl_variant=reinforce' / 'seed1')['rl']['hist'] == curve
+
+
+def test_compare_tables_the_variants_against_reinforce(rl_grid, capsys):
+    _, out = rl_grid
+    assert main(['compare', str(out)]) == 0
+    result = json.loads((out / 'compare.json').read_text())
+    assert [v['name'] for v in result['variants']] == [f'rl_variant={v}' for v in GRID]
+    rows = {r['figure']: r for r in result['figures'] if r['section'] == 'rl'}
+    for label in ('final train pass', 'held-out pass@4', 'greedy train pass', 'episodes sampled', 'recipe seconds'):
+        row = rows[label]
+        assert [len(v) for v in row['values']] == [2, 2, 2]
+        assert all(t['test'] == 'paired t-test' and t['n'] == 2 for t in row['vs_first'] if t and t['p'] is not None)
+    assert (out / 'compare.png').stat().st_size > 10_000
+    assert 'final train pass' in (out / 'compare.md').read_text()
+
+
+def test_rl_cannot_be_extended(tmp_path, capsys):
+    assert main(['sweep', '--rl', '--extended', '--smoke', '--seeds', '0', '--out', str(tmp_path)]) == 2
+    assert 'cannot be --extended' in capsys.readouterr().err
