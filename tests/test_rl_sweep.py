@@ -79,6 +79,10 @@ def test_rl_grid_writes_each_variant_from_the_same_checkpoint(rl_grid):
                     assert pk['mean'][str(k)] == pytest.approx(want)
                 assert pk['mean']['1'] <= pk['mean']['2'] <= pk['mean']['4']
                 assert 0.0 <= rl['greedy'][split] <= 1.0
+        for v, r in runs.items():  # every recipe's logged monitors, averaged over its steps
+            assert {'informative', 'entropy', 'reward'} <= set(r['rl']['monitors']), v
+            assert 0.0 <= r['rl']['monitors']['informative'] <= 1.0
+        assert 'clip_frac' in runs['clipped']['rl']['monitors'] and 'clip_frac' not in runs['reinforce']['rl']['monitors']
         assert runs['reinforce']['rl']['settings']['recipe'] == 'train_rl'
         assert runs['dapo']['rl']['settings']['loss_type'] == 'dapo'
 

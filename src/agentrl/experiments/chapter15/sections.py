@@ -48,6 +48,16 @@ def reads(*sections):
     return declare
 
 
+class ListLogger:
+    """A logger that appends each step's scalar monitors to a list (``Sections._rl``'s ``watched``)."""
+
+    def __init__(self, rows: list):
+        self.rows = rows
+
+    def log(self, metrics: dict, step: int) -> None:
+        self.rows.append({'step': step, **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}})
+
+
 class Sections:
     """Sections 15.1-15.6 (``s15_1`` ... ``s15_6``) and the recipe helpers they share (``_pairs``, ``_train_dpo``, ``_rl``)."""
 
@@ -224,15 +234,18 @@ class Sections:
         return {'loss_values': values, 'pairs': len(pairs), 'tasks_with_pair': n_tasks, 'log': log, 'monitor': monitor}
 
     # --- 15.5 four recipes from the same weak base
-    def _rl(self, model, steps, label, start=0):
+    def _rl(self, model, steps, label, start=0, watched=None):
         """REINFORCE with the run's RL knobs, in place -> history of (step, train pass, held-out pass); its monitors
-        go to the run ``train_rl/LABEL`` (``monitor_run``)."""
+        go to the run ``train_rl/LABEL`` (``monitor_run``), and with a list ``watched`` each step's monitors are
+        appended to it too (saved with the recipe's state, so a resumed run keeps the steps before)."""
         c = self.cfg
+        loggers = [x for x in (self.monitor_run('train_rl', label), None if watched is None else ListLogger(watched)) if x]
+        extra = {} if watched is None else {'watched': watched}
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,
                         entropy_bonus=c.rl_entropy_bonus, env=self.env.env_id, micro_batch=c.rl_micro_batch or None,
-                        loggers=self.monitor_run('train_rl', label),
-                        **self.recipe_run(label, {'sft_rl': 'SFT -> RL', 'rl_only': 'RL only'}.get(label)))
+                        loggers=loggers or None,
+                        **self.recipe_run(label, {'sft_rl': 'SFT -> RL', 'rl_only': 'RL only'}.get(label), **extra))
 
     @reads('15.2', '15.3')
     def s15_5(self):

@@ -1,0 +1,63 @@
+"""The variants page's tables, from what ``agentrl compare`` wrote (its ``compare.json``).
+
+    agentrl compare runs/variants/bugfix-3x09 runs/variants/bugfix-9x09 --out runs/variants/bugfix09
+    python scripts/variants_table.py runs/variants/bugfix09/compare.json
+
+prints one Markdown row per variant (its name as the grid wrote it, less ``rl_variant=``): final train and held-out
+pass, held-out pass@k at the largest k, the episodes to the target train pass and in all, each as mean ± 95% CI
+half-width over seeds, then the train and held-out differences from the first variant (the baseline) with their
+95% CI and Holm-adjusted p. ``--json`` prints the same cells as JSON, what docs/figures.json records.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agentrl.experiments.chapter15.tables import fmt, table
+from agentrl.experiments.sweeps.compare_report import _diff, _p
+
+PREFIX = 'rl_variant='
+
+
+def rows(result: dict) -> dict:
+    """variant -> {column: cell} from ``compare.json``."""
+    figs = {r['figure']: r for r in result['figures'] if r['section'] == 'rl'}
+    pk = max((f for f in figs if f.startswith('held-out pass@')), key=lambda f: int(f.rsplit('@', 1)[1]))
+    target = next(f for f in figs if f.startswith('episodes to train pass'))
+    names = [v['name'].split('/')[-1].removeprefix(PREFIX) for v in result['variants']]
+    out = {}
+    for i, name in enumerate(names):
+        def cell(label, digits=2):  # [n=k]: only k of the variant's seeds have the figure (never reached the target)
+            stat, seeds = figs[label]['stats'][i], len(result['variants'][i]['seeds'])
+            return fmt(stat, digits) + (f" [n={stat['n'] if stat else 0}]" if not stat or stat['n'] < seeds else '')
+
+        def vs(label):
+            if i == 0:
+                return 'baseline'
+            t = figs[label]['vs_first'][i - 1]
+            return f'{_diff(t)}, p {_p(t)}'.replace('**', '')
+        out[name] = {'train': cell('final train pass'), 'held': cell('final held-out pass'), 'pass@k': cell(pk),
+                     'to_target': cell(target, 0), 'episodes': cell('episodes sampled', 0),
+                     'train_vs': vs('final train pass'), 'held_vs': vs('final held-out pass')}
+    return out
+
+
+HEADER = ['variant', 'train pass', 'held-out pass', 'held-out pass@16', 'episodes to train 0.9', 'episodes sampled',
+          'train − REINFORCE [95% CI], p', 'held-out − REINFORCE [95% CI], p']
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('compare_json', help="a compare.json of agentrl compare over sweep --rl grids")
+    p.add_argument('--json', action='store_true', help='print the cells as JSON')
+    args = p.parse_args(argv)
+    cells = rows(json.loads(Path(args.compare_json).read_text()))
+    if args.json:
+        print(json.dumps(cells, indent=1))
+        return
+    print(table(HEADER, [(f'`{name}`', *c.values()) for name, c in cells.items()]))
+
+
+if __name__ == '__main__':
+    main()
