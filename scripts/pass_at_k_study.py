@@ -13,6 +13,7 @@ really incentivize reasoning capacity in LLMs beyond the base model?"), SFT -> R
 while its pass@k at large k does not; if it teaches, pass@k at large k rises too.
 
     python scripts/pass_at_k_study.py runs/tsweep/bugfix09 --samples 16
+    python scripts/pass_at_k_study.py runs/smollm2/bugfix-s0 --samples 8   # a pretrained policy's run too
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import agentrl as arl
 from agentrl.experiments.chapter15.env_registry import get_env
 from agentrl.experiments.chapter15.figures import pyplot, save_figure
+from agentrl.experiments.chapter15.real_model import is_pretrained, load_policy
 from agentrl.experiments.sweeps.figures import VARIANT_COLORS
 from agentrl.experiments.sweeps.stats import summarize
 from agentrl.policies.checkpoint import load_model
@@ -48,7 +50,12 @@ def study(path: Path, n: int) -> dict:
     for folder in seed_folders(path):
         saved = json.loads((folder / 'results.json').read_text())
         env, seed = get_env(saved['env']), saved['seed']
-        tok = env.tokenizer()
+        policy = saved['sections']['setup'].get('policy', 'tiny')
+        if is_pretrained(policy):  # its own tokenizer and chat template, as the run rendered its episodes
+            cfg = saved['config']
+            tok = load_policy(policy, 0, seed, cfg.get('dtype', 'auto'), cfg.get('device', 'auto')).renderer()
+        else:
+            tok = env.tokenizer()
         splits = {'train': env.tasks('train'), 'held': env.tasks('heldout')}
         for name in CHECKPOINTS:
             ckpt = folder / 'checkpoints' / f'{name}.safetensors'

@@ -6,7 +6,8 @@
 prints one Markdown row per variant (its name as the grid wrote it, less ``rl_variant=``): final train and held-out
 pass, held-out pass@k at the largest k, the episodes to the target train pass and in all, each as mean ± 95% CI
 half-width over seeds, then the train and held-out differences from the first variant (the baseline) with their
-95% CI and Holm-adjusted p. ``--json`` prints the same cells as JSON, what docs/figures.json records.
+95% CI and the paired t-test's p, Holm-adjusted over this table's tests (the train and held-out difference of each
+variant: 2 x (variants - 1)), not over compare's whole table of figures. ``--json`` prints the same cells as JSON, what docs/figures.json records.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from agentrl.experiments.chapter15.tables import fmt, table
 from agentrl.experiments.sweeps.compare_report import _diff, _p
+from agentrl.experiments.sweeps.stats import holm
 
 PREFIX = 'rl_variant='
 
@@ -26,6 +28,12 @@ def rows(result: dict) -> dict:
     pk = max((f for f in figs if f.startswith('held-out pass@')), key=lambda f: int(f.rsplit('@', 1)[1]))
     target = next(f for f in figs if f.startswith('episodes to train pass'))
     names = [v['name'].split('/')[-1].removeprefix(PREFIX) for v in result['variants']]
+    # Holm over this table's tests alone (train and held-out, each variant against the baseline), not compare's
+    # whole figures table: the question the table asks is these differences
+    tests = [t for label in ('final train pass', 'final held-out pass') for t in figs[label]['vs_first']
+             if t and t.get('p') is not None]
+    for t, q in zip(tests, holm([t['p'] for t in tests])):
+        t['p_holm'] = q
     out = {}
     for i, name in enumerate(names):
         def cell(label, digits=2):  # [n=k]: only k of the variant's seeds have the figure (never reached the target)
@@ -51,12 +59,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('compare_json', help="a compare.json of agentrl compare over sweep --rl grids")
     p.add_argument('--json', action='store_true', help='print the cells as JSON')
+    p.add_argument('--env', default='', help="the environment's name, in the first column's header ('variant (ENV)')")
     args = p.parse_args(argv)
     cells = rows(json.loads(Path(args.compare_json).read_text()))
     if args.json:
         print(json.dumps(cells, indent=1))
         return
-    print(table(HEADER, [(f'`{name}`', *c.values()) for name, c in cells.items()]))
+    header = [f'variant ({args.env})' if args.env else 'variant', *HEADER[1:]]
+    print(table(header, [(f'`{name}`', *c.values()) for name, c in cells.items()]))
 
 
 if __name__ == '__main__':

@@ -47,13 +47,16 @@ def test_every_named_variant_is_a_valid_clipped_trainer_and_a_wrong_name_lists_t
 def rl_grid(tmp_path_factory):
     out = tmp_path_factory.mktemp('rlgrid')
     rc = main(['sweep', '--rl', '--smoke', '--seeds', '0-1', '--workers', '2', '--out', str(out), '--set', 'pass_k_samples=4',
-               '--grid', 'rl_variant=' + ','.join(GRID)])
+               '--logdir', str(out / 'logs'), '--grid', 'rl_variant=' + ','.join(GRID)])
     return rc, out
 
 
 def test_rl_grid_writes_each_variant_from_the_same_checkpoint(rl_grid):
     rc, out = rl_grid
     assert rc == 0 and (out / 'grid.json').is_file()
+    for variant, run in (('reinforce', 'train_rl/rl_variant'), ('clipped', 'train_grpo/clipped'), ('dapo', 'train_grpo/dapo')):
+        for seed in (0, 1):  # --logdir: every variant's recipe monitors, for TensorBoard or the report
+            assert (out / 'logs' / f'rl_variant={variant}' / run / f'seed{seed}' / 'metrics.jsonl').is_file(), (variant, seed)
     for seed in (0, 1):
         runs = {v: sections(out / f'rl_variant={v}' / f'seed{seed}') for v in GRID}
         assert all(set(r) == {'setup', '15.2', 'rl'} for r in runs.values())

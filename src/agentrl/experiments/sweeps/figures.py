@@ -89,14 +89,16 @@ def fig_rl_compare(variants: dict, path: Path) -> Path:
     and held-out pass against the episodes sampled) and pass@k after RL (train and held-out), one line per variant
     (its mean over seeds) with its 95% CI band where it has two or more seeds."""
     plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.2))
+    rows = -(-len(variants) // 4)  # the legend's rows, four variants a row, below the panels
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.2 + 0.25 * rows))
+    many = len(variants) > len(VARIANT_COLORS)
 
     def band(ax, xs, stats, color):
         lo = [max(0.0, (s['ci95'] or [s['mean']] * 2)[0]) for s in stats]
         hi = [min(1.0, (s['ci95'] or [s['mean']] * 2)[1]) for s in stats]
         ax.fill_between(xs, lo, hi, color=color, alpha=0.15, lw=0)
     for v, (name, figs) in enumerate(variants.items()):
-        color = VARIANT_COLORS[v % len(VARIANT_COLORS)]
+        color = plt.get_cmap('tab20')(v % 20) if many else VARIANT_COLORS[v]
         n = max((s['n'] for s in figs.values()), default=0)
         hist = _series(figs, 'rl/hist', 3)
         per_step = _series({f'rl/episodes_per_step/{k}/0': s for k, s in
@@ -111,7 +113,7 @@ def fig_rl_compare(variants: dict, path: Path) -> Path:
             for i, split in enumerate(('train', 'held-out')):
                 ax = axes[0][i]
                 ax.plot(xs, [h[i + 1]['mean'] for h in hist], 'o-', ms=3, color=color,
-                        label=f'{name} (n={n})' if i == 0 else None)
+                        label=f"{name.removeprefix('rl_variant=')} (n={n})" if i == 0 else None)
                 if n > 1:
                     band(ax, xs, [h[i + 1] for h in hist], color)
         for i, split in enumerate(('train', 'held')):
@@ -130,4 +132,5 @@ def fig_rl_compare(variants: dict, path: Path) -> Path:
         axes[1][i].set(title=f'after RL: {split} pass@k', xlabel='k (attempts per task)', ylim=(0, 1.02))
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=min(len(labels), 4), fontsize=9, frameon=False)
-    return save_figure(fig, path, 'RL variants from one checkpoint (mean over seeds, 95% CI bands)', rect=(0, 0.06, 1, 1))
+    bottom = (0.3 + 0.3 * rows) / (7.2 + 0.25 * rows)  # room for the legend's rows under the x labels
+    return save_figure(fig, path, 'RL variants from one checkpoint (mean over seeds, 95% CI bands)', rect=(0, bottom, 1, 1))
