@@ -78,10 +78,11 @@ def open_run(logdir, recipe: str, seed=None, label=None, tensorboard: bool = Fal
 
 
 class MemoryLogger:
-    """Keep every record in ``records``, a list of ``(step, metrics)``: for a notebook, or a test."""
+    """Keep every record in ``records``, a list of ``(step, metrics)``: for a notebook, or a test. ``records``: the
+    list to append to (default a new one), e.g. one a recipe's checkpoint saves and restores in place."""
 
-    def __init__(self):
-        self.records = []
+    def __init__(self, records: list | None = None):
+        self.records = [] if records is None else records
 
     def log(self, metrics: dict, step: int) -> None:
         self.records.append((int(step), dict(metrics)))

@@ -29,7 +29,8 @@ from dataclasses import asdict
 from ...recipes.evaluation import greedy_pass, pass_at_k_curve
 from ...recipes.grpo import GRPOConfig, train_grpo
 from ...recipes.pg_variants import variant_settings
-from .sections import ListLogger, reads
+from ...loggers import MemoryLogger
+from .sections import reads
 
 WATCHED = ('informative', 'entropy', 'reward', 'invalid_calls', 'clip_frac', 'clip_ratio/region_mean', 'clip_ratio/high_mean',
            'approx_kl', 'cispo_clip_ratio', 'dynamic_sampling/batches', 'grad_norm')
@@ -61,7 +62,7 @@ class RLSection:
         settings = variant_settings(c.rl_variant)
         batch = c.rl_tasks * c.rl_group
         t0 = time.perf_counter()
-        watched = []  # every step's logged monitors (what the sample showed, the update's entropy and KL ...)
+        watched = []  # (step, monitors) of every logged record: what the sample showed, the update's entropy and KL ...
         if settings is None:  # the chapter's REINFORCE, exactly as 15.5 runs it
             hist, logs = self._rl(model, steps, 'rl_variant', start=start, watched=watched), []
             recipe = {'recipe': 'train_rl', 'lr': c.rl_lr, 'n_tasks': c.rl_tasks, 'group': c.rl_group,
@@ -69,7 +70,7 @@ class RLSection:
         else:  # the clipped trainer: the same samples per step and knobs as REINFORCE, plus the variant's settings
             knobs = GRPOConfig(n_tasks=c.rl_tasks, num_generations=c.rl_group, learning_rate=c.rl_lr,
                                temperature=c.rl_temperature, entropy_coef=c.rl_entropy_bonus, seed=0 + s, **settings)
-            loggers = [x for x in (self.monitor_run('train_grpo', c.rl_variant), ListLogger(watched)) if x]
+            loggers = [x for x in (self.monitor_run('train_grpo', c.rl_variant), MemoryLogger(watched)) if x]
             hist, logs = train_grpo(model, self.train, self.tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
                                     start=start, env=self.env.env_id, loggers=loggers,
                                     **self.recipe_run('rl_variant', c.rl_variant, watched=watched))
@@ -83,8 +84,9 @@ class RLSection:
               for split, tasks in (('train', self.train), ('held', self.heldout))}
         greedy = {split: greedy_pass(model, tasks, self.tok, env=env)[0]
                   for split, tasks in (('train', self.train), ('held', self.heldout))}
-        rows = [r for r in watched if 'eval/0' not in r]  # the steps' monitors, not the evaluations'
-        monitors = {k: sum(r[k] for r in rows) / len(rows) for k in WATCHED if rows and all(k in r for r in rows)}
+        rows = [m for _, m in watched if 'eval/0' not in m]  # the steps' monitors, not the evaluations'
+        monitors = {k: sum(r[k] for r in rows) / len(rows) for k in WATCHED
+                    if rows and all(isinstance(r.get(k), (int, float)) for r in rows)}
         to_target = episodes_to_target(hist, episodes, c.rl_target, start)
         self._say(f"{c.rl_variant} from {c.rl_start}: {steps} steps, {sum(episodes)} episodes, {seconds:.0f} s | "
                   f"train/held {hist[-1][1]:.2f}/{hist[-1][2]:.2f} | greedy {greedy['train']:.2f}/{greedy['held']:.2f} | "

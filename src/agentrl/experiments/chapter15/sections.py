@@ -16,6 +16,7 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
+from ...loggers import MemoryLogger
 from ...policies.scoring import sequence_log_probs
 from ...recipes.diagnostics import probe_episodes, reads_first, strip_wrappers
 from ...recipes.dpo import dpo_loss, make_pairs, train_dpo
@@ -46,16 +47,6 @@ def reads(*sections):
         method.reads = tuple(sections)
         return method
     return declare
-
-
-class ListLogger:
-    """A logger that appends each step's scalar monitors to a list (``Sections._rl``'s ``watched``)."""
-
-    def __init__(self, rows: list):
-        self.rows = rows
-
-    def log(self, metrics: dict, step: int) -> None:
-        self.rows.append({'step': step, **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}})
 
 
 class Sections:
@@ -237,9 +228,9 @@ class Sections:
     def _rl(self, model, steps, label, start=0, watched=None):
         """REINFORCE with the run's RL knobs, in place -> history of (step, train pass, held-out pass); its monitors
         go to the run ``train_rl/LABEL`` (``monitor_run``), and with a list ``watched`` each step's monitors are
-        appended to it too (saved with the recipe's state, so a resumed run keeps the steps before)."""
+        appended to it too, as ``(step, metrics)`` (``loggers.MemoryLogger``; saved with the recipe's state, so a resumed run keeps the steps before)."""
         c = self.cfg
-        loggers = [x for x in (self.monitor_run('train_rl', label), None if watched is None else ListLogger(watched)) if x]
+        loggers = [x for x in (self.monitor_run('train_rl', label), None if watched is None else MemoryLogger(watched)) if x]
         extra = {} if watched is None else {'watched': watched}
         return train_rl(model, self.train, self.tok, steps, start=start, lr=c.rl_lr, seed=0 + self.seed, n_tasks=c.rl_tasks,
                         group=c.rl_group, every=c.rl_every, evaluate=self.evaluate, temperature=c.rl_temperature,

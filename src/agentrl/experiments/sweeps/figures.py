@@ -101,13 +101,14 @@ def fig_rl_compare(variants: dict, path: Path) -> Path:
         color = plt.get_cmap('tab20')(v % 20) if many else VARIANT_COLORS[v]
         n = max((s['n'] for s in figs.values()), default=0)
         hist = _series(figs, 'rl/hist', 3)
-        per_step = _series({f'rl/episodes_per_step/{k}/0': s for k, s in
-                            ((k.split('/')[2], s) for k, s in figs.items() if k.startswith('rl/episodes_per_step/'))},
-                           'rl/episodes_per_step', 1)
+        per_step, k = [], 0  # mean episodes each step sampled
+        while f'rl/episodes_per_step/{k}' in figs:
+            per_step.append(figs[f'rl/episodes_per_step/{k}'])
+            k += 1
         if hist:
             first = hist[0][0]['mean']
             done = [0.0]
-            for (s,) in per_step:
+            for s in per_step:
                 done.append(done[-1] + s['mean'])
             xs = [done[min(len(done) - 1, round(h[0]['mean'] - first))] for h in hist]  # mean episodes by that step
             for i, split in enumerate(('train', 'held-out')):
