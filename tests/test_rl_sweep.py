@@ -5,6 +5,7 @@ One smoke grid (REINFORCE and DAPO, seeds 0-1) checks that every variant starts 
 checkpoint, that pass@k and the episode counts are what they say, and that ``compare`` pairs the variants.
 """
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -86,6 +87,34 @@ def test_rl_grid_writes_each_variant_from_the_same_checkpoint(rl_grid):
         assert 'clip_frac' in runs['dapo']['rl']['monitors'] and 'clip_frac' not in runs['reinforce']['rl']['monitors']
         assert runs['reinforce']['rl']['settings']['recipe'] == 'train_rl'
         assert runs['dapo']['rl']['settings']['loss_type'] == 'dapo'
+
+
+def test_a_variant_takes_its_seeds_15_2_from_the_first_and_ends_where_training_it_again_would(rl_grid, tmp_path):
+    _, out = rl_grid
+    first, later = out / 'rl_variant=reinforce' / 'seed1', out / 'rl_variant=dapo' / 'seed1'
+    saved = json.loads((later / 'results.json').read_text())
+    assert saved['provenance']['adopted'] == {'15.2': str(first.resolve())}  # copied, not trained again
+    assert json.loads((later / 'timing.json').read_text())['15.2'] == json.loads((first / 'timing.json').read_text())['15.2']
+    alone = tmp_path / 'alone'  # the same variant and seed in a sweep of its own: it trains 15.2 itself
+    assert main(['sweep', '--rl', '--smoke', '--seeds', '1', '--workers', '1', '--out', str(alone), '--set',
+                 'pass_k_samples=4', '--set', 'rl_variant=dapo']) == 0
+    own = json.loads((alone / 'seed1' / 'results.json').read_text())
+    assert 'adopted' not in own['provenance']
+    for run in (own, saved):
+        del run['sections']['rl']['seconds']  # the recipe's wall time: the one figure that is not the seed's
+    assert json.dumps(own['sections'], sort_keys=True) == json.dumps(saved['sections'], sort_keys=True)
+
+
+def test_a_run_with_other_settings_than_the_rl_sections_does_not_take_anothers_15_2(rl_grid, tmp_path):
+    from agentrl.experiments.chapter15.reproduction import Reproduction
+    _, out = rl_grid
+    source = out / 'rl_variant=reinforce' / 'seed0'
+    smoke = Ch15Config.smoke()
+    other = Reproduction(tmp_path / 'other', seed=0, config=replace(smoke, sft_steps=smoke.sft_steps + 1), rl=True)
+    assert not other.adopt_15_2(source) and '15.2' not in other.results  # 15.2 reads sft_steps: trains its own
+    assert not Reproduction(tmp_path / 'seed1', seed=1, config=smoke, rl=True).adopt_15_2(source)  # another seed
+    same = Reproduction(tmp_path / 'same', seed=0, config=replace(smoke, rl_variant="gspo", rl_target=0.5), rl=True)
+    assert same.adopt_15_2(source) and (tmp_path / 'same' / 'checkpoints' / 'sft_step20.safetensors').is_file()
 
 
 def test_compare_tables_the_variants_against_reinforce(rl_grid, capsys):

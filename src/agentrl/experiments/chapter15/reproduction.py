@@ -49,7 +49,7 @@ from .extended import Beyond
 from ..lock import FolderLock
 from ..run_folder import peek, read_json, write_json
 from .config import Ch15Config
-from .settings import describe_differences, differences, effective
+from .settings import describe_differences, effective, resume_differences
 from .env_registry import DEFAULT, get_env
 from .provenance import collect as collect_provenance
 from .real_model import check_policy, is_pretrained, load_policy
@@ -188,7 +188,7 @@ class Reproduction(Sections, Beyond, RLSection):
                              'resume with the same settings or use another --out')
         if saved['sections'].get('setup', {}).get('policy', 'tiny') != self.policy:
             raise ValueError(f'{path} was written with another --policy; resume with the same one')
-        diffs = differences(saved.get('config'), self.config_record)
+        diffs = resume_differences(saved.get('config'), self.config_record)
         if diffs:
             raise ValueError(f'{path} was written with another config: {describe_differences(diffs)}; '
                              'resume with the same settings or use another --out')

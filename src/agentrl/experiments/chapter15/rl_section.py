@@ -19,24 +19,38 @@ records
 
 ``agentrl compare DIR`` then tables each variant against the first (REINFORCE when the grid names it first),
 paired by seed.
+
+The variants of one seed share its 15.2: a variant's job that finds another variant's folder of the same seed with
+15.2 finished, on the same environment, policy, thread count and settings but for ``RL_KEYS``, copies that section
+(``adopt_15_2``) instead of training it again (the figures are the same: the section is deterministic at a seed and a
+thread count).
 """
 from __future__ import annotations
 
 import copy
+import shutil
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from ...recipes.evaluation import greedy_pass, pass_at_k_curve
 from ...recipes.grpo import GRPOConfig, train_grpo
 from ...recipes.pg_variants import variant_settings
 from ...loggers import MemoryLogger
+from ..run_folder import peek
 from .sections import reads
+from .settings import differences
 
 WATCHED = ('informative', 'entropy', 'reward', 'invalid_calls', 'clip_frac', 'clip_ratio/region_mean', 'clip_ratio/high_mean',
            'approx_kl', 'cispo_clip_ratio', 'dynamic_sampling/batches', 'grad_norm')
 """The recipe's logged monitors (``loggers.names.METRICS``) whose means over its steps the section records
 (``monitors``): the share of informative groups, the action entropy, the sampled reward and invalid calls, and the
 clipped trainer's clip ratios (TRL's), KL to the sampler, CISPO's clipped share and dynamic sampling's batches."""
+RL_KEYS = ('rl_variant', 'rl_start', 'rl_target', 'pass_k_samples')
+"""The settings only the section ``rl`` reads: runs of a seed differing in no other key have the same 15.2."""
+SHARED_FILES = ('checkpoints/weak.safetensors', 'checkpoints/sft_step20.safetensors', 'checkpoints/sft_step60.safetensors',
+                'episodes/weak.json', 'episodes/sft_step20.json', 'episodes/sft_step60.json', 'episodes/dpo_pairs.json')
+"""What 15.2 leaves in a run folder beside ``results.json``: its checkpoints and the report's episodes of them."""
 PASS_K_SEED = 20_000
 """Offset of the pass@k evaluation's sampling seed, apart from every stream the recipes draw."""
 
@@ -52,6 +66,31 @@ def episodes_to_target(hist, episodes: list, target: float, start: int):
 
 class RLSection:
     """The section ``rl`` (a mixin of ``Reproduction``, beside ``Sections`` and ``Beyond``)."""
+
+    def adopt_15_2(self, source) -> bool:
+        """Take section 15.2 from the run folder ``source`` instead of running it -> whether it did: its results,
+        transcript lines, time, checkpoints and episode files, when ``source`` finished 15.2 on this environment,
+        seed, policy and torch thread count with these settings but for ``RL_KEYS`` (another variant of this seed in
+        ``agentrl sweep --rl``). The copy is recorded in the provenance (``adopted``)."""
+        source = Path(source)
+        saved = peek(source / 'results.json')
+        if '15.2' in self.results or not saved or '15.2' not in saved.get('sections', {}):
+            return False
+        same = (saved.get('env') == self.env.name and saved.get('seed') == self.seed
+                and saved['sections'].get('setup', {}).get('policy', 'tiny') == self.policy
+                and (saved.get('provenance') or {}).get('torch_threads') == self.provenance.get('torch_threads')
+                and all(k in RL_KEYS for k, _, _ in differences(saved.get('config'), self.config_record)))
+        if not same or not all((source / f).exists() for f in SHARED_FILES[:3]):
+            return False
+        with self.session():
+            for name in SHARED_FILES:
+                if (source / name).exists():
+                    (self.out / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source / name, self.out / name)
+            self.provenance['adopted'] = {'15.2': str(source.resolve())}
+            self.lines['15.2'] = list(saved['transcript']['15.2'])
+            self._finish('15.2', saved['sections']['15.2'], (peek(source / 'timing.json') or {}).get('15.2', 0.0))
+        return True
 
     @reads('15.2')
     def s_rl(self):

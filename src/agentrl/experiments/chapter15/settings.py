@@ -7,7 +7,7 @@ checks nothing ``config.py`` does not.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 from .config import BUDGETS, MODEL, Ch15Config, apply, check_env, coerce, knobs, unknown_key
@@ -119,6 +119,16 @@ def differences(a: dict, b: dict, keys=None) -> list:
     fa, fb = flat(a or {}), flat(b or {})
     names = sorted(set(fa) | set(fb)) if keys is None else list(keys)
     return [(k, fa.get(k), fb.get(k)) for k in names if fa.get(k) != fb.get(k)]
+
+
+def resume_differences(saved: dict, now: dict) -> list:
+    """``differences`` between a saved run's config and this one's, for a resume: a key the saved run predates
+    (absent from its record) is no difference when it is now at its default, the value that keeps the earlier
+    behaviour (a setting added by a later version)."""
+    defaults = {f.name: f.default for f in fields(Ch15Config) if f.default is not MISSING}
+    had = flat(saved or {})
+    return [(k, a, b) for k, a, b in differences(saved, now)
+            if k in had or k not in defaults or b != defaults[k]]
 
 
 def describe_differences(diffs: list, a: str = 'saved', b: str = 'now') -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...policies.checkpoint import load_model, save_checkpoint
 from ..chapter15.config import Ch15Config
-from ..chapter15.settings import describe_differences, differences, effective
+from ..chapter15.settings import describe_differences, differences, effective, resume_differences
 from ..chapter15.env_registry import DEFAULT, get_env
 from ..chapter15.provenance import collect as collect_provenance
 from ..chapter15.findings import summary
@@ -217,7 +217,7 @@ class ExerciseRun:
             if saved.get(key) != here:
                 raise ValueError(f'{path} was written with another {key} ({saved.get(key)!r}, now {here!r}); resume '
                                  'with the same arguments or use another --out')
-        diffs = differences(saved.get('config'), self.ch.config_record)
+        diffs = resume_differences(saved.get('config'), self.ch.config_record)
         if diffs:
             raise ValueError(f'{path} was written with another config: {describe_differences(diffs)}; resume with the '
                              'same settings or use another --out')

@@ -59,13 +59,14 @@ def _fire(fault: dict, seed: int, attempt: int):
 
 def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, fault: dict | None = None,
              extended: bool = False, overrides: dict | None = None, threads: int = 1, env: str | None = None,
-             logdir: str | None = None, policy: str = 'tiny', rl: bool = False) -> dict:
+             logdir: str | None = None, policy: str = 'tiny', rl: bool = False, share: tuple = ()) -> dict:
     """Run (or resume) one seed's reproduction into ``out`` on ``threads`` torch threads -> {'seed', 'seconds', 'pid', ...}.
 
     ``config``: ``asdict`` of a ``Ch15Config``; ``overrides``: the keys the user set, for the provenance record;
     ``env``: the environment's ``--env`` name (default the chapter's), which this process resolves itself;
     ``logdir``: where the seed's recipe runs write their monitors (``reproduce --logdir``), or None.
-    ``rl``: run 15.2 and one RL recipe (``sweep --rl``: ``RL_SECTIONS``) instead of the chapter.
+    ``rl``: run 15.2 and one RL recipe (``sweep --rl``: ``RL_SECTIONS``) instead of the chapter; ``share``: the
+    seed folders of the variants before this one, whose finished 15.2 it copies when it can (``adopt_15_2``).
     Top level and argument-only, so it pickles for a spawned process pool and for ray.
     """
     pin_threads(threads)
@@ -88,9 +89,10 @@ def run_seed(out: str, seed: int, config: dict, resume: bool, attempt: int = 1, 
                     config=Ch15Config(**config), extended=extended, overrides=overrides, env=env or DEFAULT, policy=policy,
                     jobs=1, logdir=logdir, rl=rl)  # one process per seed: the sweep's pool is the parallelism (no nested pools)
     loaded = sum(s in run.results for s in run.sections)
+    adopted = rl and any(run.adopt_15_2(folder) for folder in share)  # any() stops at the first it takes
     run.run()
     return {'seed': seed, 'attempt': attempt, 'seconds': round(time.perf_counter() - t0, 2), 'pid': os.getpid(),
-            'resumed_sections': loaded, 'threads': torch.get_num_threads()}
+            'resumed_sections': loaded, 'threads': torch.get_num_threads(), 'adopted_15_2': adopted}
 
 
 # --- backends

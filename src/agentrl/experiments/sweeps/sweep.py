@@ -80,7 +80,7 @@ def plan(out, config=None, overrides=None, grid=None, env: str = DEFAULT, policy
 def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) -> None:
     """Refuse to resume into seed folders written on another environment or with another config (saying which keys
     differ) or another thread count (whose float rounding differs, so the finished sections would not match the rest)."""
-    from ..chapter15.settings import describe_differences, differences
+    from ..chapter15.settings import describe_differences, resume_differences
     for v in variants:
         for s in seeds:
             saved = peek(seed_dir(v['folder'], s) / 'results.json')
@@ -88,7 +88,7 @@ def check_resume(variants: list, seeds, threads: int = 1, env: str = DEFAULT) ->
                 raise ValueError(f"{seed_dir(v['folder'], s)} was written on another environment ({saved.get('env', DEFAULT)}, "
                                  f'now {env}); resume with the same --env or use another --out')
             if saved and saved.get('seed') == s:
-                diffs = differences(saved.get('config'), v['record'])
+                diffs = resume_differences(saved.get('config'), v['record'])
                 if diffs:
                     raise ValueError(f"{seed_dir(v['folder'], s)} was written with another config: "
                                      f'{describe_differences(diffs)}; resume with the same settings or use another --out')
@@ -249,9 +249,10 @@ class SeedRuns:
         extended, threads, env, logdir, policy, rl = self.args
         if logdir is not None and var['name']:  # a grid: each variant's runs in their own folder
             logdir = logdir / var['name']
+        share = tuple(str(seed_dir(self.variants[u]['folder'], seed)) for u in range(v)) if rl else ()  # their 15.2
         h = self.be.submit(str(seed_dir(var['folder'], seed)), seed, asdict(var['config']), self.resume or again, attempt,
                            self.faults.get(seed), extended, var['overrides'], threads, env,
-                           None if logdir is None else str(logdir), policy, rl)
+                           None if logdir is None else str(logdir), policy, rl, share)
         self.inflight[h] = (job, attempt, time.perf_counter())
         self.bar.start_task(self.ids[job])
         self.bar.update(self.ids[job], status='starting' + (f' [yellow](attempt {attempt})[/yellow]' if again else ''))
@@ -279,9 +280,9 @@ class SeedRuns:
                 self.bar.update(self.ids[job], status='[red]FAILED[/red]')
             return
         run.update(status='ok', seconds=res['seconds'], pid=res['pid'], resumed_sections=res['resumed_sections'],
-                   torch_threads=res['threads'])
+                   torch_threads=res['threads'], **({'adopted_15_2': True} if res.get('adopted_15_2') else {}))
         self.bar.update(self.ids[job], completed=len(self.sections), status=f"[green]done[/green] in {res['seconds']:.0f} s"
-                        + (f' (attempt {attempt})' if attempt > 1 else ''))
+                        + (' (15.2 shared)' if res.get('adopted_15_2') else '') + (f' (attempt {attempt})' if attempt > 1 else ''))
 
     def _show_progress(self, poller) -> None:
         """Each running job's bar at its finished sections, named by the section it runs."""
