@@ -111,6 +111,16 @@ def test_resume_refuses_other_settings_naming_the_keys(first):
         Chapter15(out, resume=True, config=other, log=lambda line: None)
 
 
+def test_resume_accepts_a_run_from_before_a_setting_existed_only_at_its_default():
+    from agentrl.experiments.chapter15.settings import resume_differences
+    now = {'sft_steps': 4, 'rl_variant': 'reinforce', 'pass_k_samples': 16, 'model': {'d_model': 64}}
+    older = {'sft_steps': 4, 'model': {'d_model': 64}}  # written before rl_variant and pass_k_samples were settings
+    assert resume_differences(older, now) == []
+    assert resume_differences(older, {**now, 'rl_variant': 'dapo'}) == [('rl_variant', None, 'dapo')]  # not the default
+    assert resume_differences({**older, 'rl_variant': None}, now) == [('rl_variant', None, 'reinforce')]  # saved as None
+    assert resume_differences(older, {**now, 'model': {'d_model': 32}}) == [('model.d_model', 64, 32)]
+
+
 def test_results_record_the_effective_config_and_provenance(first):
     out, _, _ = first
     saved = json.loads((out / 'results.json').read_text())
