@@ -89,20 +89,15 @@ def test_rl_grid_writes_each_variant_from_the_same_checkpoint(rl_grid):
         assert runs['dapo']['rl']['settings']['loss_type'] == 'dapo'
 
 
-def test_a_variant_takes_its_seeds_15_2_from_the_first_and_ends_where_training_it_again_would(rl_grid, tmp_path):
+def test_a_later_variant_takes_its_seeds_15_2_from_the_first(rl_grid):
+    """(That RL from an adopted 15.2 ends where it would from its own: tests/test_sweep.py, the rl section's REINFORCE.)"""
     _, out = rl_grid
-    first, later = out / 'rl_variant=reinforce' / 'seed1', out / 'rl_variant=dapo' / 'seed1'
-    saved = json.loads((later / 'results.json').read_text())
-    assert saved['provenance']['adopted'] == {'15.2': str(first.resolve())}  # copied, not trained again
-    assert json.loads((later / 'timing.json').read_text())['15.2'] == json.loads((first / 'timing.json').read_text())['15.2']
-    alone = tmp_path / 'alone'  # the same variant and seed in a sweep of its own: it trains 15.2 itself
-    assert main(['sweep', '--rl', '--smoke', '--seeds', '1', '--workers', '1', '--out', str(alone), '--set',
-                 'pass_k_samples=4', '--set', 'rl_variant=dapo']) == 0
-    own = json.loads((alone / 'seed1' / 'results.json').read_text())
-    assert 'adopted' not in own['provenance']
-    for run in (own, saved):
-        del run['sections']['rl']['seconds']  # the recipe's wall time: the one figure that is not the seed's
-    assert json.dumps(own['sections'], sort_keys=True) == json.dumps(saved['sections'], sort_keys=True)
+    for seed in (0, 1):
+        first, later = out / 'rl_variant=reinforce' / f'seed{seed}', out / 'rl_variant=dapo' / f'seed{seed}'
+        assert 'adopted' not in json.loads((first / 'results.json').read_text())['provenance']
+        assert json.loads((later / 'results.json').read_text())['provenance']['adopted'] == {'15.2': str(first.resolve())}
+        assert json.loads((later / 'timing.json').read_text())['15.2'] == json.loads((first / 'timing.json').read_text())['15.2']
+    assert json.loads((out / 'rl_variant=dapo' / 'sweep.json').read_text())['runs']['0']['adopted_15_2'] is True
 
 
 def test_a_run_with_other_settings_than_the_rl_sections_does_not_take_anothers_15_2(rl_grid, tmp_path):

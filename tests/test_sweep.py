@@ -267,10 +267,13 @@ def test_a_sweep_on_a_folder_in_use_is_refused_at_once(tmp_path, capsys):
 
 def test_the_rl_sections_reinforce_is_the_chapters_sft_then_rl(local_sweep, tmp_path):
     """``sweep --rl``'s ``reinforce`` variant (``chapter15/rl_section.py``) is 15.5's SFT -> RL to the bit: its curve
-    equals the uninterrupted chapter run's of the same seed after the cold start."""
+    equals the uninterrupted chapter run's of the same seed after the cold start, with 15.2 taken from that run's
+    folder (``adopt_15_2``, as a sweep's later variants take it) rather than trained again."""
     _, _, direct = local_sweep
     smoke = Ch15Config.smoke()
-    rl = Chapter15(tmp_path, seed=1, config=smoke, rl=True, log=lambda line: None).run()['rl']
+    run = Chapter15(tmp_path, seed=1, config=smoke, rl=True, log=lambda line: None)
+    assert run.adopt_15_2(direct)
+    rl = run.run()['rl']
     n_cold = smoke.cold_start_step // smoke.sft_every + 1
     assert rl['variant'] == 'reinforce' and [list(p) for p in rl['hist']] == \
         [list(p) for p in sections(direct)['15.5']['curves']['SFT -> RL'][n_cold - 1:]]
