@@ -39,7 +39,7 @@ from ...recipes.pg_variants import variant_settings
 from ...loggers import MemoryLogger
 from ..run_folder import peek
 from .sections import reads
-from .settings import differences
+from .settings import resume_differences
 
 WATCHED = ('informative', 'entropy', 'reward', 'invalid_calls', 'clip_frac', 'clip_ratio/region_mean', 'clip_ratio/high_mean',
            'approx_kl', 'cispo_clip_ratio', 'dynamic_sampling/batches', 'grad_norm')
@@ -79,7 +79,7 @@ class RLSection:
         same = (saved.get('env') == self.env.name and saved.get('seed') == self.seed
                 and saved['sections'].get('setup', {}).get('policy', 'tiny') == self.policy
                 and (saved.get('provenance') or {}).get('torch_threads') == self.provenance.get('torch_threads')
-                and all(k in RL_KEYS for k, _, _ in differences(saved.get('config'), self.config_record)))
+                and all(k in RL_KEYS for k, _, _ in resume_differences(saved.get('config'), self.config_record)))
         if not same or not all((source / f).exists() for f in SHARED_FILES[:3]):
             return False
         with self.session():
