@@ -21,6 +21,7 @@ parse, so it goes through the other door, ``arl.trl_rollout``: agentrl's engine 
 model TRL trains, and TRL computes its loss on those ids, masks and log-probs.
 
     python examples/trl_grpo.py --policy smollm2     # about 6 minutes on 2 cores; prints TRL's reward per step
+    python examples/trl_grpo.py --policy smollm2 --trl lr_scheduler_type=constant   # any GRPOConfig field by its name
 """
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def main_smollm2(args):
                             seed=args.seed, per_device_train_batch_size=args.batch, num_generations=args.group,
                             learning_rate=args.lr, logging_steps=1, bf16=args.bf16, use_cpu=True, report_to='none',
                             save_strategy='no', gradient_checkpointing=False, disable_tqdm=True,
-                            max_completion_length=1024)
+                            max_completion_length=1024, **args.trl)
         trainer = GRPOTrainer(model, reward_funcs=reward_func, args=config, train_dataset=dataset,
                               processing_class=tok, rollout_func=rollout_func,
                               peft_config=LoraConfig(r=16, lora_alpha=32, target_modules='all-linear'))
@@ -163,6 +164,27 @@ def main_smollm2(args):
     return trainer
 
 
+def trl_settings(items) -> dict:
+    """``['KEY=VALUE', ...]`` -> {key: value} for TRL's ``GRPOConfig``; a key it does not have raises ValueError
+    naming the nearest ones. A value is read as a Python literal (``2``, ``0.2``, ``True``) or kept as text."""
+    import ast
+    import difflib
+    from trl import GRPOConfig
+    fields = set(GRPOConfig.__dataclass_fields__)
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition('=')
+        if not sep or key not in fields:
+            near = difflib.get_close_matches(key, sorted(fields), n=5)
+            raise ValueError(f'--trl {item!r}: expected KEY=VALUE with KEY a field of trl.GRPOConfig'
+                             + (f" (nearest: {', '.join(near)})" if near else ''))
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key] = raw
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--policy', choices=('tiny', 'smollm2'), default='tiny',
@@ -175,8 +197,12 @@ def main(argv=None):
     parser.add_argument('--lr', type=float, default=5e-4, help="smollm2: the LoRA adapters' learning rate")
     parser.add_argument('--fp32', dest='bf16', action='store_false',
                         help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True)')
+    parser.add_argument('--trl', action='append', default=[], metavar='KEY=VALUE',
+                        help="smollm2: any other GRPOConfig field, by TRL's name (repeatable), e.g. "
+                             '--trl lr_scheduler_type=constant --trl num_iterations=2')
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(argv)
+    args.trl = trl_settings(args.trl) if args.trl else {}
     if args.policy == 'smollm2':
         args.steps = 16 if args.steps is None else args.steps
         args.warm_steps = 20 if args.warm_steps is None else args.warm_steps

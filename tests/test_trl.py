@@ -647,3 +647,13 @@ def test_rollout_func_samples_in_the_precision_the_trainer_trains_in():
     assert trainer_precision(SimpleNamespace(), model).dtype == 'fp32'  # a trainer without args: float32
     with trainer_precision(SimpleNamespace(args=SimpleNamespace(bf16=True)), model).autocast():
         assert torch.is_autocast_enabled('cpu') and torch.get_autocast_dtype('cpu') == torch.bfloat16
+
+
+def test_the_examples_trl_settings_take_grpoconfigs_names_and_refuse_others_naming_the_nearest():
+    settings = example().trl_settings
+    assert settings(['lr_scheduler_type=constant', 'num_iterations=2', 'epsilon_high=0.28']) == \
+        {'lr_scheduler_type': 'constant', 'num_iterations': 2, 'epsilon_high': 0.28}
+    with pytest.raises(ValueError, match='nearest: num_iterations'):
+        settings(['num_iteration=2'])
+    with pytest.raises(ValueError, match='KEY=VALUE'):
+        settings(['loss_type'])
