@@ -129,3 +129,24 @@ def test_compare_tables_the_variants_against_reinforce(rl_grid, capsys):
 def test_rl_cannot_be_extended(tmp_path, capsys):
     assert main(['sweep', '--rl', '--extended', '--smoke', '--seeds', '0', '--out', str(tmp_path)]) == 2
     assert 'cannot be --extended' in capsys.readouterr().err
+
+
+def test_rl_starts_from_any_saved_policys_file(rl_grid, tmp_path, capsys):
+    """``rl_start`` as a file: the same checkpoint as the run's own step-20 one trains the same RL (its curve counted
+    from step 0 rather than 20); a path that is not a saved policy's file is refused before any work."""
+    _, out = rl_grid
+    saved = tmp_path / 'cold.safetensors'
+    saved.write_bytes((out / 'rl_variant=reinforce' / 'seed0' / 'checkpoints' / 'sft_step20.safetensors').read_bytes())
+    run = tmp_path / 'from-file'
+    assert main(['sweep', '--rl', '--smoke', '--seeds', '0', '--workers', '1', '--out', str(run), '--set', 'pass_k_samples=4',
+                 '--set', 'rl_variant=reinforce', '--set', f'rl_start={saved}']) == 0
+    mine, chapter = sections(run / 'seed0')['rl'], sections(out / 'rl_variant=reinforce' / 'seed0')['rl']
+    assert mine['start'] == str(saved) and mine['hist'][0][0] == 0
+    step = Ch15Config.smoke().cold_start_step
+    assert [(s + step, *rest) for s, *rest in mine['hist']] == [tuple(h) for h in chapter['hist']]
+    assert mine['pass_at_k'] == chapter['pass_at_k'] and mine['final'] == chapter['final']
+    for bad in (tmp_path / 'missing.safetensors', tmp_path / 'from-file'):
+        assert main(['sweep', '--rl', '--smoke', '--seeds', '0', '--out', str(tmp_path / 'no'),
+                     '--set', f'rl_start={bad}']) == 2
+        err = capsys.readouterr().err
+        assert "rl_start must be one of 'sft_step20', 'weak' or 'sft_step60', or the path of an existing .safetensors" in err

@@ -39,7 +39,10 @@ from ...recipes.pg_variants import VARIANTS
 MODEL = 'model.'
 """Prefix of the model's keys."""
 RL_STARTS = ('sft_step20', 'weak', 'sft_step60')
-"""The checkpoints ``agentrl sweep --rl`` can start RL from (``rl_start``)."""
+"""The chapter's checkpoints ``agentrl sweep --rl`` can start RL from (``rl_start``); a saved policy's
+``.safetensors`` file (``save_checkpoint``) is the other kind of start."""
+CHECKPOINT = '.safetensors'
+"""How the name of a saved policy's file ends (``policies.checkpoint.save_checkpoint``)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,9 @@ class Ch15Config:
     temperature, entropy bonus). The chapter's sections ignore it."""
     rl_start: str = 'sft_step20'
     """The checkpoint ``agentrl sweep --rl`` starts RL from: ``'sft_step20'`` (15.5's cold start; ``rl_cold_steps``
-    steps), ``'weak'`` (the weak base; ``rl_only_steps``) or ``'sft_step60'`` (the last SFT step; ``rl_cold_steps``)."""
+    steps), ``'weak'`` (the weak base; ``rl_only_steps``), ``'sft_step60'`` (the last SFT step; ``rl_cold_steps``), or
+    the path of any saved policy's ``.safetensors`` file (``arl.save_checkpoint``; ``rl_cold_steps``), on the run's
+    tokenizer."""
     rl_target: float = 0.9
     """``agentrl sweep --rl`` counts the episodes sampled until the train pass first reaches this (sample efficiency)."""
     pass_k_samples: int = 16
@@ -217,6 +222,8 @@ class Bound:
     """Why the limit is where it is, said in the error."""
     choices: tuple = ()
     """The words a key that takes words may be (``low`` is then unused)."""
+    file: str = ''
+    """How the name of an existing file ends that the key may be instead of one of ``choices`` ('' : none may)."""
 
 
 RANGES = {
@@ -245,7 +252,8 @@ RANGES = {
     'device': Bound(None, choices=DEVICES, why='auto: a CUDA device when torch sees one'),
     'checkpoint_every': Bound(1),
     'rl_variant': Bound(None, choices=tuple(VARIANTS), why='recipes.pg_variants'),
-    'rl_start': Bound(None, choices=RL_STARTS, why="the chapter's checkpoints RL can start from"),
+    'rl_start': Bound(None, choices=RL_STARTS, file=CHECKPOINT,
+                      why="the chapter's checkpoints RL can start from, or a saved policy's file"),
     'rl_target': Bound(0, 1, above=True), 'pass_k_samples': Bound(1),
     'dpo_lr': Bound(0, above=True), 'dpo_beta': Bound(0, above=True), 'dpo_margin': Bound(0, above=True), 'sample_temperature': Bound(0, above=True),
     # the model's (TinyAgentConfig.__post_init__ checks the same; tests/test_config.py holds the two together)
@@ -285,7 +293,8 @@ def range_text(key: str, vals: dict) -> str:
     """``key``'s valid range in words, with the other keys it depends on and their values."""
     bound, kind = RANGES[key], knobs()[key].kind
     if bound.choices:
-        return f'one of {_choices(key)}' + (f' ({bound.why})' if bound.why else '')
+        path = f', or the path of an existing {bound.file} file' if bound.file else ''
+        return f'one of {_choices(key)}{path}' + (f' ({bound.why})' if bound.why else '')
     name = lambda k: f'{k} ({vals[k]!r})'  # noqa: E731
     low = name(bound.low) if isinstance(bound.low, str) else repr(bound.low)
     text = 'an int' if kind == 'int' else 'a number'
@@ -305,7 +314,7 @@ def check_ranges(config: Ch15Config) -> None:
     vals = values(config)
     for key in knobs():  # the limits first, then the multiples (whose divisors are then >= 1)
         if RANGES[key].choices:
-            if vals[key] not in RANGES[key].choices:
+            if vals[key] not in RANGES[key].choices and not _is_file(vals[key], RANGES[key].file):
                 raise ValueError(f'{key} must be {range_text(key, vals)}, got {vals[key]!r}')
             continue
         value, (low, high), bound = vals[key], limits(key, vals), RANGES[key]
@@ -314,6 +323,11 @@ def check_ranges(config: Ch15Config) -> None:
     for key in knobs():
         if RANGES[key].multiple_of and vals[key] % vals[RANGES[key].multiple_of]:
             raise ValueError(f'{key} must be {range_text(key, vals)}, got {vals[key]!r}')
+
+
+def _is_file(value: str, suffix: str) -> bool:
+    """Whether ``value`` names an existing file whose name ends with ``suffix`` (never, if ``suffix`` is '')."""
+    return bool(suffix) and value.endswith(suffix) and Path(value).is_file()
 
 
 def check_env(config: Ch15Config, env) -> None:

@@ -3,7 +3,7 @@ checkpoints, measured the way the field reports RL (``agentrl sweep --rl``).
 
 ``agentrl sweep --rl --grid rl_variant=reinforce,clipped,dapo`` runs sections 15.2 and ``rl`` per seed and variant:
 15.2 trains the weak base and the oracle SFT run (the same checkpoints at a seed, whatever the variant), then ``rl``
-trains from ``rl_start`` with the recipe ``rl_variant`` (``recipes.pg_variants``) at the chapter's RL budget and
+trains from ``rl_start`` (one of them, or any saved policy's file) with the recipe ``rl_variant`` (``recipes.pg_variants``) at the chapter's RL budget and
 knobs (``rl_cold_steps`` or ``rl_only_steps`` steps of ``rl_tasks`` x ``rl_group`` episodes, ``rl_lr``, ...), and
 records
 
@@ -33,11 +33,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ...policies.checkpoint import load_model
 from ...recipes.evaluation import greedy_pass, pass_at_k_curve
 from ...recipes.grpo import GRPOConfig, train_grpo
 from ...recipes.pg_variants import variant_settings
 from ...loggers import MemoryLogger
 from ..run_folder import peek
+from .config import RL_STARTS
 from .sections import reads
 from .settings import resume_differences
 
@@ -95,9 +97,13 @@ class RLSection:
     @reads('15.2')
     def s_rl(self):
         c, s = self.cfg, self.seed
-        steps, start = {'weak': (c.rl_only_steps, 0), 'sft_step20': (c.rl_cold_steps, c.cold_start_step),
-                        'sft_step60': (c.rl_cold_steps, c.sft_steps)}[c.rl_start]
-        model = copy.deepcopy(self._model(c.rl_start))
+        if c.rl_start in RL_STARTS:
+            steps, start = {'weak': (c.rl_only_steps, 0), 'sft_step20': (c.rl_cold_steps, c.cold_start_step),
+                            'sft_step60': (c.rl_cold_steps, c.sft_steps)}[c.rl_start]
+            model = copy.deepcopy(self._model(c.rl_start))
+        else:  # a saved policy's file (config.check_ranges has seen it exists); its vocabulary must be the run's
+            steps, start = c.rl_cold_steps, 0
+            model = load_model(c.rl_start, self.tok)
         settings = variant_settings(c.rl_variant)
         batch = c.rl_tasks * c.rl_group
         t0 = time.perf_counter()
