@@ -139,8 +139,8 @@ def main_smollm2(args):
     start = time.time()
     train = arl.make_tasks('train')
     model, tok = smollm2_cold_start(train, args.warm_steps, args.seed)
-    print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps} SFT steps on the oracle (LoRA merged) | '
-          f'{time.time() - start:5.1f} s')
+    print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps} SFT steps on the oracle (LoRA merged); GRPO in '
+          f"{'bf16 autocast' if args.bf16 else 'float32'} | {time.time() - start:5.1f} s")
     rollout_func, reward_func, dataset = arl.trl_rollout(arl.BugFixEnv, train)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # TRL calls rollout_func experimental; transformers renames an option
@@ -195,8 +195,10 @@ def main(argv=None):
     parser.add_argument('--batch', type=int, default=16, help='smollm2: episodes per GRPO step')
     parser.add_argument('--group', type=int, default=4, help='smollm2: episodes per task (num_generations)')
     parser.add_argument('--lr', type=float, default=5e-4, help="smollm2: the LoRA adapters' learning rate")
-    parser.add_argument('--fp32', dest='bf16', action='store_false',
-                        help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True)')
+    parser.add_argument('--fp32', dest='bf16', action='store_false', default=None,
+                        help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True, where the '
+                             'CPU multiplies bfloat16 natively, as agentrl chooses; float32 elsewhere)')
+    parser.add_argument('--bf16', dest='bf16', action='store_true', help='smollm2: bf16 autocast on any CPU')
     parser.add_argument('--trl', action='append', default=[], metavar='KEY=VALUE',
                         help="smollm2: any other GRPOConfig field, by TRL's name (repeatable), e.g. "
                              '--trl lr_scheduler_type=constant --trl num_iterations=2')
@@ -204,6 +206,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.trl = trl_settings(args.trl) if args.trl else {}
     if args.policy == 'smollm2':
+        if args.bf16 is None:  # bf16 where the CPU has it natively (elsewhere it is emulated, several times slower)
+            from agentrl.policies.precision import resolve
+            args.bf16 = resolve('auto', 'cpu').dtype == 'bf16'
         args.steps = 16 if args.steps is None else args.steps
         args.warm_steps = 20 if args.warm_steps is None else args.warm_steps
         return main_smollm2(args)

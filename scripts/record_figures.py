@@ -204,14 +204,36 @@ def record_sweep(args) -> dict:
         timing = seed_dir(args.sweep_dir, seed) / 'timing.json'
         if timing.is_file():
             seed_seconds[str(seed)] = round(sum(json.loads(timing.read_text()).values()))
+    rl = sft_rl(sweep['figures'])
     return {'command': args.command or f'agentrl sweep --out {args.sweep_dir}', 'kind': 'agentrl sweep',
             'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
                        'by a seed or two where a claim is near its threshold.',
             'env': sweep['env'], 'seeds': sweep['seeds'], **machine(sweep['provenance']),
             'figures': {'claims': rates, 'fails': fails, 'applicable': sum(r != 'n/a' for r in rates.values()),
                         'every_seed': sum(r != 'n/a' and r.split('/')[0] == r.split('/')[1] for r in rates.values()),
-                        'wall_seconds': round(sweep['wall_seconds']), 'seed_seconds': seed_seconds, 'means': means},
+                        'wall_seconds': round(sweep['wall_seconds']), 'seed_seconds': seed_seconds, 'means': means,
+                        **({'sft_rl': rl} if rl else {})},
             'claim_figures': figures}
+
+
+LEARNS = (0.3, 0.9)
+"""RL learns at a seed when SFT -> RL's final train pass is at least 0.3 above its cold start's, or at least 0.9."""
+
+
+def sft_rl(figures: dict) -> dict | None:
+    """Section 15.5's SFT -> RL per seed, from a sweep's figures: its train pass at the cold start (the curve's first
+    point) and at its end, and at how many seeds RL learned (``LEARNS``) -> dict, or None without the curve."""
+    key = lambda i: f'15.5/curves/SFT -> RL/{i}/1'  # noqa: E731  (point i's train pass)
+    if key(0) not in figures:
+        return None
+    last = 0
+    while key(last + 1) in figures:
+        last += 1
+    per_seed = lambda i: dict(zip(map(str, figures[key(i)]['seeds']), figures[key(i)]['values']))  # noqa: E731
+    start, final = per_seed(0), per_seed(last)
+    learned = [s for s in start if final[s] >= start[s] + LEARNS[0] - 1e-9 or final[s] >= LEARNS[1] - 1e-9]
+    return {'start': start, 'final': final, 'gain': {s: round(final[s] - start[s], 4) for s in start},
+            'learns': f'{len(learned)}/{len(start)}', 'not_learned': ','.join(s for s in start if s not in learned)}
 
 
 def record_exercises(args) -> dict:
