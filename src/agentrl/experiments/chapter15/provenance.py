@@ -13,12 +13,30 @@ from functools import lru_cache
 from pathlib import Path
 
 
+#: The vector instruction sets that decide how a CPU rounds and how fast it multiplies, widest first.
+VECTOR_ISAS = ('avx512_bf16', 'avx512f', 'avx2', 'avx', 'sve', 'asimd', 'neon')
+
+
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; elsewhere what ``platform`` knows)."""
+    """The CPU's model name, with its family, model and widest vector instruction set where ``/proc/cpuinfo``
+    says them (``AMD EPYC (family 26, model 2, avx512_bf16)``): cloud machines often report one name for CPUs
+    that round floats differently. Elsewhere what ``platform`` knows."""
     try:
+        fields = {}
         for line in Path('/proc/cpuinfo').read_text().splitlines():
-            if line.lower().startswith(('model name', 'hardware', 'cpu model')):
-                return line.split(':', 1)[1].strip()
+            key, _, value = line.partition(':')
+            key = key.strip().lower()
+            if not key:
+                break                                   # the first processor's block ends
+            fields.setdefault(key, value.strip())
+        name = fields.get('model name') or fields.get('hardware') or fields.get('cpu model')
+        if name:
+            flags = set((fields.get('flags') or fields.get('features') or '').split())
+            isa = next((f for f in VECTOR_ISAS if f in flags), None)
+            detail = [f'family {fields["cpu family"]}' if 'cpu family' in fields else None,
+                      f'model {fields["model"]}' if fields.get('model', '').isdigit() else None, isa]
+            detail = [d for d in detail if d]
+            return f"{name} ({', '.join(detail)})" if detail else name
     except OSError:
         pass
     return platform.processor() or platform.machine() or 'unknown'
