@@ -204,7 +204,8 @@ def record_sweep(args) -> dict:
         timing = seed_dir(args.sweep_dir, seed) / 'timing.json'
         if timing.is_file():
             seed_seconds[str(seed)] = round(sum(json.loads(timing.read_text()).values()))
-    rl = sft_rl(sweep['figures'])
+    config = json.loads((seed_dir(args.sweep_dir, sweep['seeds'][0]) / 'results.json').read_text())['config']
+    rl = sft_rl(sweep['figures'], config['cold_start_step'])
     return {'command': args.command or f'agentrl sweep --out {args.sweep_dir}', 'kind': 'agentrl sweep',
             'per_cpu': 'Hold rates over the seeds; each seed\'s figures are the CPU\'s, and on another CPU a rate may move '
                        'by a seed or two where a claim is near its threshold.',
@@ -220,19 +221,24 @@ LEARNS = (0.3, 0.9)
 """RL learns at a seed when SFT -> RL's final train pass is at least 0.3 above its cold start's, or at least 0.9."""
 
 
-def sft_rl(figures: dict) -> dict | None:
-    """Section 15.5's SFT -> RL per seed, from a sweep's figures: its train pass at the cold start (the curve's first
-    point) and at its end, and at how many seeds RL learned (``LEARNS``) -> dict, or None without the curve."""
-    key = lambda i: f'15.5/curves/SFT -> RL/{i}/1'  # noqa: E731  (point i's train pass)
-    if key(0) not in figures:
+def sft_rl(figures: dict, cold_start_step: int) -> dict | None:
+    """Section 15.5's SFT -> RL per seed, from a sweep's figures: its train pass at the cold start (the curve's point at
+    ``cold_start_step``: the curve is SFT's up to there, from the weak base at step 0) and at its end, and at how many
+    seeds RL learned (``LEARNS``) -> dict, or None without the curve."""
+    point = lambda i, j: f'15.5/curves/SFT -> RL/{i}/{j}'  # noqa: E731  (point i's step (j=0) or train pass (j=1))
+    if point(0, 1) not in figures:
         return None
     last = 0
-    while key(last + 1) in figures:
+    while point(last + 1, 1) in figures:
         last += 1
-    per_seed = lambda i: dict(zip(map(str, figures[key(i)]['seeds']), figures[key(i)]['values']))  # noqa: E731
-    start, final = per_seed(0), per_seed(last)
+    starts = [i for i in range(last + 1) if set(figures[point(i, 0)]['values']) == {cold_start_step}]
+    if not starts:
+        sys.exit(f"15.5's SFT -> RL curve has no point at the cold start (step {cold_start_step})")
+    per_seed = lambda i: dict(zip(map(str, figures[point(i, 1)]['seeds']), figures[point(i, 1)]['values']))  # noqa: E731
+    start, final = per_seed(starts[0]), per_seed(last)
     learned = [s for s in start if final[s] >= start[s] + LEARNS[0] - 1e-9 or final[s] >= LEARNS[1] - 1e-9]
-    return {'start': start, 'final': final, 'gain': {s: round(final[s] - start[s], 4) for s in start},
+    return {'cold_start_step': cold_start_step, 'start': start, 'final': final,
+            'gain': {s: round(final[s] - start[s], 4) for s in start},
             'learns': f'{len(learned)}/{len(start)}', 'not_learned': ','.join(s for s in start if s not in learned)}
 
 

@@ -262,3 +262,23 @@ def test_an_edited_figure_fails_with_the_page_the_place_and_both_figures(kind):
 def test_numbers_are_read_as_the_pages_write_them():
     text = 'gap 2.3e-09, 14% / 24%, 1,280 episodes, -88, 2.12x, 0.02-0.28, agentrl 0.4.0, seed 6, d6f813f, fig15_2, 10/10'
     assert numbers(text) == ['2.3e-09', '14%', '24%', '1,280', '-88', '2.12x', '0.02', '0.28', '6', '10', '10']
+
+
+def test_rl_learns_is_judged_from_the_cold_start_not_the_weak_base():
+    """record_figures' ``sft_rl`` reads 15.5's SFT -> RL curve (weak base at step 0, cold start at cold_start_step,
+    then RL) and counts a seed as learning when its final train pass is 0.3 above the cold start's, or >= 0.9."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('record_figures', ROOT / 'scripts' / 'record_figures.py')
+    rf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rf)
+    seeds = [0, 1, 2]
+    points = [(0, [0.1, 0.2, 0.1]), (20, [0.3, 0.6, 0.2]), (36, [0.5, 0.7, 0.3]), (52, [0.6, 0.91, 0.45])]
+    figures = {}
+    for i, (step, train) in enumerate(points):
+        figures[f'15.5/curves/SFT -> RL/{i}/0'] = {'seeds': seeds, 'values': [step] * 3}
+        figures[f'15.5/curves/SFT -> RL/{i}/1'] = {'seeds': seeds, 'values': train}
+    got = rf.sft_rl(figures, cold_start_step=20)
+    assert got['start'] == {'0': 0.3, '1': 0.6, '2': 0.2} and got['final'] == {'0': 0.6, '1': 0.91, '2': 0.45}
+    # seed 0: +0.3 from the cold start (from the weak base it would be +0.5); seed 1: >= 0.9; seed 2: +0.25 only
+    assert got['learns'] == '2/3' and got['not_learned'] == '2'
+    assert rf.sft_rl({}, cold_start_step=20) is None
