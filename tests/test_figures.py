@@ -267,10 +267,8 @@ def test_numbers_are_read_as_the_pages_write_them():
 def test_rl_learns_is_judged_from_the_cold_start_not_the_weak_base():
     """record_figures' ``sft_rl`` reads 15.5's SFT -> RL curve (weak base at step 0, cold start at cold_start_step,
     then RL) and counts a seed as learning when its final train pass is 0.3 above the cold start's, or >= 0.9."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('record_figures', ROOT / 'scripts' / 'record_figures.py')
-    rf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rf)
+    from test_docs import record_figures
+    rf = record_figures()
     seeds = [0, 1, 2]
     points = [(0, [0.1, 0.2, 0.1]), (20, [0.3, 0.6, 0.2]), (36, [0.5, 0.7, 0.3]), (52, [0.6, 0.91, 0.45])]
     figures = {}
