@@ -9,8 +9,9 @@ the new one, never half of one.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from ..runtime.files import atomic_path
 
 RESUME_FIX = 'move it away to keep it, then run again without --resume (or with another --out) to start afresh'
 """What a resumed run should do about a results.json it cannot read."""
@@ -23,10 +24,8 @@ SHAPES = {'reproduce': ('a results.json written by agentrl reproduce (no section
 
 def write_json(path, obj, sort_keys: bool = True) -> None:
     """``obj`` as JSON in ``path``, written whole (``sort_keys``: else in the dicts' own order)."""
-    path = Path(path)
-    tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=sort_keys))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=sort_keys))
 
 
 def read_json(path, fix: str = RESUME_FIX, kind: str | None = None) -> dict:

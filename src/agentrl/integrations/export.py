@@ -28,10 +28,10 @@ The command itself, which finds a run's renderer, is ``experiments/export_comman
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from ..rendering.owners import OWNER
+from ..runtime.files import atomic_path
 
 FORMATS = ('chat-jsonl',)
 _PROMPT, _POLICY, _TOOL = OWNER['prompt'], OWNER['policy'], OWNER['tool']
@@ -100,14 +100,11 @@ def pair_record(chosen, rejected, tok, env=None) -> dict:
 
 
 def _write_jsonl(path: Path, records) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + '.tmp')
     n = 0
-    with open(tmp, 'w') as f:
+    with atomic_path(path) as tmp, open(tmp, 'w') as f:
         for rec in records:
             f.write(json.dumps(rec, separators=(',', ':')) + '\n')
             n += 1
-    os.replace(tmp, path)
     return n
 
 

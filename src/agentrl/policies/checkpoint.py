@@ -8,12 +8,12 @@ tokenizer the caller uses.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
+from ..runtime.files import atomic_path
 from .tinyagent import TinyAgent, TinyAgentConfig
 
 CONFIG_KEY, VOCAB_KEY = 'agentrl_config', 'agentrl_vocab'
@@ -34,9 +34,8 @@ def save_checkpoint(model, path, tok=None) -> Path:
     # every weight, or (LoRA on a pretrained model, whose weights are built again from its source) the adapters
     state = model.checkpoint_tensors() if hasattr(model, 'checkpoint_tensors') else model.state_dict()
     tensors = {k: v.detach().contiguous().clone() for k, v in state.items()}
-    tmp = path.with_name(path.name + '.tmp')
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
     return path
 
 

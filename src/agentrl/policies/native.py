@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..runtime.cache import cache_dir
+from ..runtime.files import atomic_path
 
 SOURCE = Path(__file__).with_name('decode_kernels.c')
 FLAGS = ('-O3', '-march=native', '-ffast-math', '-fopenmp', '-shared', '-fPIC')
@@ -61,16 +62,11 @@ def _library_path(cc: str) -> Path:
 
 def _build(cc: str, path: Path) -> None:
     """Compile ``SOURCE`` into ``path`` (written whole or not at all: another process may be building it too)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'{path.stem}.{os.getpid()}.tmp.so')
-    try:
+    with atomic_path(path) as tmp:
         done = subprocess.run([cc, *FLAGS, str(SOURCE), '-o', str(tmp), *LIBS], capture_output=True, text=True,
                               timeout=300)
         if done.returncode:
             raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f'{cc} failed')
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _declare(lib) -> None:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 from ..runtime.cache import cache_dir
+from ..runtime.files import atomic_path
 
 SMOLLM2 = 'smollm2'
 """The name of SmolLM2-135M-Instruct (``--policy smollm2``)."""
@@ -123,12 +122,9 @@ def converted(path: Path, quiet: bool = False) -> Path:
     model.config.quantization_config = None  # dequantized to float32: a plain model from here on
     del model.config.quantization_config
     model.hf_quantizer = None
-    tmp = folder.with_name(folder.name + f'.tmp{os.getpid()}')
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)  # a whole folder or none: an interrupted conversion leaves nothing half-written
+    with atomic_path(folder) as tmp:  # a whole folder or none: an interrupted conversion leaves nothing half-written
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
     return folder
 
 
@@ -208,9 +204,9 @@ def _read(path: Path, precision, name: str, frozen: bool):
     output layer stay in float32 (the output layer runs in float32: ``HFPolicy._head``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from .hf import HFPolicy
-    from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # a bar for a second's read of a local folder is noise
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))

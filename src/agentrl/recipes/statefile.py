@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import torch
 
 from ..rendering.trajectory import Trajectory
+from ..runtime.files import atomic_path
 
 KEY = 'agentrl.state'
 DATACLASSES = {'Trajectory': Trajectory}
@@ -70,10 +70,8 @@ def save_state(obj, path) -> Path:
     path = Path(path)
     tensors: dict = {}
     tree = _encode(obj, tensors)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
-    save_file(tensors, str(tmp), metadata={KEY: json.dumps(tree, separators=(',', ':'))})
-    os.replace(tmp, path)  # a run killed while saving keeps the last save
+    with atomic_path(path) as tmp:  # a run killed while saving keeps the last save
+        save_file(tensors, str(tmp), metadata={KEY: json.dumps(tree, separators=(',', ':'))})
     return path
 
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
+from ..runtime.files import atomic_path
 from .trajectory import Trajectory
 
 
@@ -30,11 +30,8 @@ def from_dict(d: dict) -> Trajectory:
 
 def save_trajectories(path, trajs) -> None:
     """Write trajectories to ``path`` as JSON, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text(json.dumps([to_dict(t) for t in trajs], separators=(',', ':')))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps([to_dict(t) for t in trajs], separators=(',', ':')))
 
 
 def load_trajectories(path) -> list:
