@@ -26,7 +26,8 @@ def rows(result: dict) -> dict:
     """variant -> {column: cell} from ``compare.json``."""
     figs = {r['figure']: r for r in result['figures'] if r['section'] == 'rl'}
     pk = max((f for f in figs if f.startswith('held-out pass@')), key=lambda f: int(f.rsplit('@', 1)[1]))
-    target = next(f for f in figs if f.startswith('episodes to train pass'))
+    # absent when no variant reached the target train pass at any seed
+    target = next((f for f in figs if f.startswith('episodes to train pass')), None)
     names = [v['name'].split('/')[-1].removeprefix(PREFIX) for v in result['variants']]
     # Holm over this table's tests alone (train and held-out, each variant against the baseline), not compare's
     # whole figures table: the question the table asks is these differences
@@ -46,7 +47,7 @@ def rows(result: dict) -> dict:
             t = figs[label]['vs_first'][i - 1]
             return f'{_diff(t)}, p {_p(t)}'.replace('**', '')
         out[name] = {'train': cell('final train pass'), 'held': cell('final held-out pass'), 'pass@k': cell(pk),
-                     'to_target': cell(target, 0), 'episodes': cell('episodes sampled', 0),
+                     'to_target': cell(target, 0) if target else '— [n=0]', 'episodes': cell('episodes sampled', 0),
                      'train_vs': vs('final train pass'), 'held_vs': vs('final held-out pass')}
     return out
 
