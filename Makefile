@@ -16,9 +16,10 @@ reproduce: $(STAMP)  ## run the chapter end to end; results, report and figures 
 	$(BIN)/agentrl reproduce --out runs/reproduce
 
 # test: two workers share the cores, so OpenMP threads sleep when idle instead of spinning (a two-thread run beside
-# another worker takes 22 s, not 127 s); the figures are the same
+# another worker takes 22 s, not 127 s); the figures are the same. The longest files start first (tests/conftest.py's
+# SLOWEST_FIRST, kept in that order by --no-loadscope-reorder), so no worker runs a long one alone at the end
 test: $(STAMP)  ## the test suite, a file per worker process, one per core (up to 4): a few minutes on 2 cores
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)  ## rollout and training throughput against a transformers GPT-2 peer
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,bench]'

@@ -8,6 +8,9 @@ afterwards, so the benchmark sees the process default.
 """
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +21,35 @@ import agentrl as arl
 
 SEEDS = range(4)
 DEFAULT_THREAD_MODULES = {'test_bench'}
+
+SLOWEST_FIRST = ('test_resume_kill', 'test_reproduce', 'test_reproduce_jobs', 'test_sweep', 'test_exercises', 'test_own_env',
+                 'test_docs', 'test_compare', 'test_export', 'test_browser', 'test_hf', 'test_sampler', 'test_chapter_envs',
+                 'test_rl_sweep', 'test_trl', 'test_wiring_chapter', 'test_reproduce_logdir', 'test_config')
+"""The modules that take longest (``--durations`` on a quiet 2-core machine), longest first. ``make test`` gives each
+worker a whole module (``--dist loadfile``) in this order, so the long ones start first and the short ones fill the end
+(by pytest-xdist's default, the modules with the most tests go first, and the longest module ran alone at the end)."""
+
+
+def pytest_collection_modifyitems(items):
+    """Every module's tests, in the order of ``SLOWEST_FIRST`` and then as collected (each module's own order kept)."""
+    rank = {name: k for k, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(rank)))
+
+
+def once_per_session(tmp_path_factory, name: str, make) -> Path:
+    """The folder ``make(folder)`` fills, made once per test session however many pytest-xdist workers ask for it: the
+    first to ask makes it under a file lock in the session's shared temporary folder; the others wait, then read it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        root = root.parent  # the workers' folders (popen-gw0, ...) share this one
+    folder, done = root / name, root / f'{name}.done'
+    with open(root / f'{name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its process dies
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+            make(folder)
+            done.touch()
+    return folder
 
 
 @contextmanager

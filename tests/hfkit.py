@@ -116,21 +116,25 @@ SMOKE_SETS = ('sft_batch_size=4', 'rl_tasks=2', 'rl_group=2', 'lora_rank=4', 'we
 """The ``--set`` keys that, with ``--smoke``, run the chapter on a tiny Llama in about half a minute."""
 
 
-def tiny_pretrained_run(base):
+def tiny_pretrained_run(tmp_path_factory):
     """``agentrl reproduce --policy FOLDER --smoke`` on a tiny Llama model folder (``tiny_llama_folder``), run once per
-    test session in ``base`` and shared by the tests that read a pretrained run (none writes into it) -> (run folder,
-    model folder, exit code, what it printed)."""
+    test session (``conftest.once_per_session``) and shared by the tests that read a pretrained run (none writes into
+    it) -> (run folder, model folder, exit code, what it printed)."""
     import contextlib
     import io
     import json
-    run, model, saved = base / 'run', base / 'tiny-llama', base / 'printed.json'
-    if not saved.is_file():
+
+    from conftest import once_per_session
+
+    def make(base):
         from agentrl.cli import main
-        tiny_llama_folder(model, max_positions=1024)
+        tiny_llama_folder(base / 'tiny-llama', max_positions=1024)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            rc = main(['reproduce', '--policy', str(model), '--smoke', *[a for k in SMOKE_SETS for a in ('--set', k)],
-                       '--jobs', '1', '--threads', '1', '--out', str(run)])
-        saved.write_text(json.dumps({'rc': rc, 'printed': printed.getvalue()}))
-    done = json.loads(saved.read_text())
-    return run, model, done['rc'], done['printed']
+            rc = main(['reproduce', '--policy', str(base / 'tiny-llama'), '--smoke',
+                       *[a for k in SMOKE_SETS for a in ('--set', k)], '--jobs', '1', '--threads', '1', '--out', str(base / 'run')])
+        (base / 'printed.json').write_text(json.dumps({'rc': rc, 'printed': printed.getvalue()}))
+
+    base = once_per_session(tmp_path_factory, 'tiny_pretrained_run', make)
+    done = json.loads((base / 'printed.json').read_text())
+    return base / 'run', base / 'tiny-llama', done['rc'], done['printed']

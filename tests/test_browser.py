@@ -122,14 +122,11 @@ SITE_PAGES = ('index', 'getting-started', 'chapter', 'bands', 'claims', 'lessons
 
 @pytest.fixture(scope='module')
 def site(tmp_path_factory):
-    """The site as ``make docs`` builds it (strictly), in a temporary folder."""
-    from test_docs import HAVE_DOCS, build
+    """The site as ``make docs`` builds it (strictly), shared with test_docs."""
+    from test_docs import HAVE_DOCS, built_site
     if not HAVE_DOCS:
         pytest.skip("the docs extra is not installed (pip install -e '.[docs]')")
-    out = tmp_path_factory.mktemp('site')
-    res = build(Path(__file__).resolve().parents[1], out)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return out
+    return built_site(tmp_path_factory)
 
 
 @pytest.fixture(scope='module')

@@ -64,11 +64,21 @@ def first_words(doc: str, n: int = 6) -> str:
     return ' '.join(doc.replace('``', '').replace('`', '').split()[:n])
 
 
+def built_site(tmp_path_factory) -> Path:
+    """The site as ``make docs`` builds it (strictly), built once per test session (``conftest.once_per_session``) and
+    shared with test_browser; a failed build fails here with mkdocs' output."""
+    from conftest import once_per_session
+
+    def make(site):
+        res = build(ROOT, site)
+        assert res.returncode == 0, res.stdout + res.stderr
+
+    return once_per_session(tmp_path_factory, 'site', make)
+
+
 @needs_docs
-def test_strict_build_passes_and_shows_every_docstring(tmp_path):
-    res = build(ROOT, tmp_path / 'site')
-    assert res.returncode == 0, res.stdout + res.stderr
-    page = (tmp_path / 'site' / 'api.html').read_text()
+def test_strict_build_passes_and_shows_every_docstring(tmp_path_factory):
+    page = (built_site(tmp_path_factory) / 'api.html').read_text()
     text = re.sub(r'\s+', '', html.unescape(re.sub(r'<[^>]+>', '', page)))  # compared without whitespace
     import griffe
     package = griffe.load('agentrl', search_paths=[str(ROOT / 'src')])

@@ -148,7 +148,7 @@ def test_a_pretrained_run_exports_in_its_models_template(tmp_path_factory, tmp_p
     pytest.importorskip('peft')
     from agentrl.policies.pretrained import load_tokenizer
     from hfkit import tiny_pretrained_run
-    run, model, rc, _ = tiny_pretrained_run(tmp_path_factory.getbasetemp() / 'tiny_pretrained_run')
+    run, model, rc, _ = tiny_pretrained_run(tmp_path_factory)
     assert rc == 0
     rc, out, _ = _cli(['export', str(run), '--out', str(tmp_path)], capsys)
     assert rc == 0  # every episode re-renders to the run's ids, or differs only in how a call's text was spelled

@@ -42,7 +42,7 @@ def test_policies_of_one_model_share_its_frozen_weights_and_a_full_fine_tune_own
 
 def test_the_chapter_runs_on_a_pretrained_model_folder_and_prints_its_claims(tmp_path_factory, tmp_path, capsys):
     from agentrl.cli import main
-    out, tiny_folder, rc, printed = tiny_pretrained_run(tmp_path_factory.getbasetemp() / 'tiny_pretrained_run')
+    out, tiny_folder, rc, printed = tiny_pretrained_run(tmp_path_factory)
     printed = ' '.join(printed.split())  # a narrow console wraps lines
     assert rc == 0
     assert 'LoRA rank 4' in (out / 'transcript.txt').read_text().splitlines()[1]

@@ -14,7 +14,7 @@ from agentrl.experiments.chapter15 import html_report
 from agentrl.experiments.chapter15.chapter import Chapter15
 from agentrl.experiments.chapter15.config import Ch15Config
 from agentrl.experiments.chapter15.probes import probe_labels
-from conftest import one_thread
+from conftest import once_per_session, one_thread
 from agentrl.loggers import METRICS_FILE, RECIPE_METRICS, read_jsonl, series, tensorboard_available
 
 RUNS = {  # the chapter's recipe runs (not --extended): folder -> recipe
@@ -26,14 +26,14 @@ RUNS = {  # the chapter's recipe runs (not --extended): folder -> recipe
 
 
 def logged_run_dir(tmp_path_factory):
-    """A smoke run at seed 0 with a log folder (``DIR/logs``) and its ``report.html``; made once per session (shared
-    with test_browser)."""
-    out = tmp_path_factory.getbasetemp() / 'logged_smoke_run'
-    if not (out / 'report.html').is_file():
+    """A smoke run at seed 0 with a log folder (``DIR/logs``) and its ``report.html``; made once per test session
+    (``conftest.once_per_session``) and shared with test_browser."""
+    def make(out):
         with one_thread():
             Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None, logdir=out / 'logs').run()
             html_report.build(out)
-    return out
+
+    return once_per_session(tmp_path_factory, 'logged_smoke_run', make)
 
 
 @pytest.fixture(scope='module')
