@@ -22,9 +22,9 @@ import agentrl as arl
 SEEDS = range(4)
 DEFAULT_THREAD_MODULES = {'test_bench'}
 
-SLOWEST_FIRST = ('test_resume_kill', 'test_reproduce', 'test_reproduce_jobs', 'test_sweep', 'test_exercises', 'test_own_env',
-                 'test_docs', 'test_compare', 'test_export', 'test_browser', 'test_hf', 'test_sampler', 'test_chapter_envs',
-                 'test_rl_sweep', 'test_trl', 'test_wiring_chapter', 'test_reproduce_logdir', 'test_config')
+SLOWEST_FIRST = ('test_resume_kill', 'test_sweep', 'test_docs', 'test_reproduce', 'test_exercises', 'test_compare', 'test_hf',
+                 'test_own_env', 'test_export', 'test_reproduce_jobs', 'test_chapter_envs', 'test_browser', 'test_rl_sweep',
+                 'test_trl', 'test_sampler', 'test_wiring_chapter', 'test_config', 'test_real_model')
 """The modules that take longest (``--durations`` on a quiet 2-core machine), longest first. ``make test`` gives each
 worker a whole module (``--dist loadfile``) in this order, so the long ones start first and the short ones fill the end
 (by pytest-xdist's default, the modules with the most tests go first, and the longest module ran alone at the end)."""

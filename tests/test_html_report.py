@@ -46,7 +46,7 @@ def smoke_report_dir(tmp_path_factory):
             results = run.run()
             figures.draw_all(results, out)
             report.write(out, results, check_transcript(run.transcript()), 0, run.timing)
-            # The smoke run's weak base solves nothing, so its dpo_pairs.json is empty; scripted pairs stand in.
+            # Should the smoke run's weak base solve nothing (no preference pairs), scripted pairs stand in.
             if not load_trajectories(out / 'episodes' / 'dpo_pairs.json'):
                 save_trajectories(out / 'episodes' / 'dpo_pairs.json', scripted_pairs(run.tok))
             html_report.build(out)

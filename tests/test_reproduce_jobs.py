@@ -2,6 +2,7 @@
 at the same thread count, resume per section, and a bad ``--jobs`` fails fast (smoke budget)."""
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -33,10 +34,11 @@ def episodes(out):
 
 @pytest.fixture(scope='module')
 def serial(tmp_path_factory):
-    """The reference: every section in this process, on one torch thread (conftest)."""
-    out = tmp_path_factory.mktemp('jobs1')
-    run(out, jobs=1).run()
-    return out
+    """The reference: every section in one process, on one torch thread: the session's smoke run at seed 0 (shared
+    with the report tests; read only here). Its episodes are the run's own: at seed 0 the weak base leaves preference
+    pairs, so no scripted pairs replace its dpo_pairs.json."""
+    from test_html_report import smoke_report_dir
+    return smoke_report_dir(tmp_path_factory)
 
 
 def test_cli_jobs_2_gives_the_figures_of_jobs_1(serial, tmp_path, capsys):
@@ -190,7 +192,9 @@ def test_an_undeclared_read_fails_at_once_naming_both(serial, tmp_path, monkeypa
     def s15_4(self):
         return self._after('15.2')
     monkeypatch.setattr(Chapter15, 's15_4', s15_4)
-    r = Chapter15(serial, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
+    folder = tmp_path / 'run'
+    shutil.copytree(serial, folder)  # the shared run stays as it was
+    r = Chapter15(folder, resume=True, config=Ch15Config.smoke(), log=lambda line: None)
     with pytest.raises(RuntimeError, match=r"section 15\.4 reads section 15\.2 but its @reads does not declare it: "
                                            r"add '15\.2' to the @reads above s15_4"):
         r.run_section('15.4')
