@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import shutil
 
 import pytest
 import torch
@@ -41,13 +42,29 @@ def test_a_gguf_file_loads_converts_once_and_renders_with_its_template(tmp_path,
     policy = load_pretrained(path, quiet=True)
     assert policy.arch == 'llama' and policy.precision.device == 'cpu'
     assert len(list((cache / 'models').iterdir())) == 1  # converted into the cache
-    again = load_pretrained(path, quiet=True)  # from the cache: the same weights
+    elsewhere = tmp_path / 'another-install' / 'tiny.gguf'  # the same file in another environment: a later time
+    elsewhere.parent.mkdir()
+    shutil.copy(path, elsewhere)
+    again = load_pretrained(elsewhere, quiet=True)  # from the cache: the same weights, nothing converted again
+    assert len(list((cache / 'models').iterdir())) == 1
     ids = torch.randint(policy.vocab_size, (2, 9))
     assert torch.equal(policy(ids), again(ids))
     renderer = policy.renderer()
     assert renderer.vocab_size == policy.vocab_size
     demo = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), TRAIN[0], renderer)
     assert demo.reward == 1.0 and renderer.decode(demo.ids).startswith('<|im_start|>system\n')
+
+
+def test_the_conversion_is_kept_by_the_files_content_not_its_place(tmp_path, cache):
+    """Two copies of one file (another install of the same wheel) share one converted folder; other bytes, another."""
+    from agentrl.policies.pretrained import converted_folder
+    a, b, c = (tmp_path / name for name in ('a.gguf', 'b.gguf', 'c.gguf'))
+    a.write_bytes(b'GGUF' + bytes(range(256)) * 64)
+    shutil.copy(a, b)
+    c.write_bytes(b'GGUF' + bytes(range(256)) * 63 + bytes(256))
+    assert converted_folder(a).name.split('-')[-1] == converted_folder(b).name.split('-')[-1]
+    assert converted_folder(a).name.split('-')[-1] != converted_folder(c).name.split('-')[-1]
+    assert converted_folder(a).parent == cache / 'models'
 
 
 def test_a_gguf_of_an_architecture_transformers_cannot_read_is_named(tmp_path, cache):
