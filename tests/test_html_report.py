@@ -36,12 +36,10 @@ def scripted_pairs(tok, n=6):
 def smoke_report_dir(tmp_path_factory):
     """A smoke run's folder (seed 0, one torch thread) with figures, report.md and report.html; made once per test
     session (``conftest.once_per_session``) and shared by every module that reads it (none writes into it)."""
-    from conftest import once_per_session
+    from conftest import once_per_session, one_thread
 
     def make(out):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_thread():
             run = Chapter15(out, config=Ch15Config.smoke(), log=lambda line: None)
             results = run.run()
             figures.draw_all(results, out)
@@ -50,8 +48,6 @@ def smoke_report_dir(tmp_path_factory):
             if not load_trajectories(out / 'episodes' / 'dpo_pairs.json'):
                 save_trajectories(out / 'episodes' / 'dpo_pairs.json', scripted_pairs(run.tok))
             html_report.build(out)
-        finally:
-            torch.set_num_threads(before)
 
     return once_per_session(tmp_path_factory, 'html_report_smoke_run', make)
 
