@@ -168,6 +168,22 @@ def script_main(name):
     return module.main
 
 
+def least_settings() -> dict:
+    """Every chapter setting at its least value at once (one step, two samples, a one-dimensional model, ...): a key with
+    an open limit (> 0) keeps its default, ``model.block_size`` the environment's least. A run at them takes a few
+    seconds: for tests of what a command writes and how, whose figures mean nothing."""
+    from agentrl.experiments.chapter15 import config as C
+    low = {key: bound.low for key, bound in C.RANGES.items()
+           if not bound.above and not bound.choices and not isinstance(bound.low, str)}
+    low.update({'cold_start_step': 1, 'model.block_size': C.values(C.Ch15Config())['model.block_size']})
+    return low
+
+
+def least_args() -> list:
+    """``least_settings()`` as a command line's ``--set KEY=VALUE`` arguments."""
+    return [arg for key, value in least_settings().items() for arg in ('--set', f'{key}={value}')]
+
+
 def exit_code(main, argv) -> int:
     """``main(argv)`` as a command's exit status (argparse's ``SystemExit`` included); torch's thread count is kept."""
     before = torch.get_num_threads()

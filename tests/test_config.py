@@ -221,13 +221,12 @@ def test_a_run_at_every_settings_least_value_completes(tmp_path):
     """The chapter and its extension run end to end with every key at its least value at once (one step, two
     samples, a one-dimensional model, ...), so each limit the walk above tests is the real minimum. (A key with an
     open limit, > 0, keeps its default; model.block_size the environment's least.)"""
+    from conftest import least_args, least_settings
     from agentrl.cli import main
-    low = {key: bound.low for key, bound in C.RANGES.items()
-           if not bound.above and not bound.choices and not isinstance(bound.low, str)}
-    low.update({'cold_start_step': 1, 'model.block_size': C.values(C.Ch15Config())['model.block_size']})
+    low = least_settings()
     assert C.values(C.apply(C.Ch15Config(), low))['model.n_heads'] == 1  # d_model 1 needs one head
-    sets = [arg for k, v in low.items() for arg in ('--set', f'{k}={v}')]
-    assert main(['reproduce', '--extended', '--jobs', '1', '--threads', '1', '--quiet', '--out', str(tmp_path), *sets]) == 0
+    assert main(['reproduce', '--extended', '--jobs', '1', '--threads', '1', '--quiet', '--out', str(tmp_path),
+                 *least_args()]) == 0
     import json
     saved = json.loads((tmp_path / 'results.json').read_text())
     assert {k: saved['config'][k] for k in low if not k.startswith('model.')} == {k: v for k, v in low.items()

@@ -91,22 +91,23 @@ def test_cli_reproduce_extended_end_to_end_with_settings(uninterrupted):
 
 
 @pytest.mark.parametrize('section, key, at, resumed', [
-    ('15.5', 'sft_rl', 3, 'resuming train_rl at step 2 of 4'),
     ('15.2', 'oracle_sft', 3, 'resuming sft_train at step 2 of 4'),
+    ('15.5', 'sft_rl', 3, 'resuming train_rl at step 2 of 4'),
     ('beyond', 'sft_grpo', 3, 'resuming train_grpo at step 2 of 4'),
 ])
 def test_a_run_killed_inside_a_recipe_resumes_to_the_same_sections(uninterrupted, tmp_path, section, key, at, resumed):
-    """Killed inside 15.2's SFT or 15.5's REINFORCE, a fresh run; inside ``beyond``'s clipped trainer, a run whose
-    chapter sections are the uninterrupted run's (its folder with ``beyond`` taken out: the extension alone runs)."""
-    extended = section == 'beyond'
-    whole = {k: v for k, v in sections(uninterrupted[0]).items() if extended or k != 'beyond'}
-    settings = SETTINGS + (['--extended'] if extended else [])
+    """Killed inside 15.2's SFT, a fresh run (nothing done before it but 15.1); inside 15.5's REINFORCE or
+    ``beyond``'s clipped trainer, a run whose other sections are the uninterrupted run's (its folder with that section
+    taken out: it alone runs, on the checkpoints 15.2 saved)."""
+    fresh = section == '15.2'
+    whole = {k: v for k, v in sections(uninterrupted[0]).items() if not fresh or k != 'beyond'}
+    settings = SETTINGS if fresh else SETTINGS + ['--extended']
     out = tmp_path / 'run'
-    if extended:
+    if not fresh:
         shutil.copytree(uninterrupted[0], out)
         saved = json.loads((out / 'results.json').read_text())
         for part in ('sections', 'transcript'):
-            del saved[part]['beyond']
+            del saved[part][section]
         (out / 'results.json').write_text(json.dumps(saved))
         settings += ['--resume']
     assert killed_in(section, key, at, [*settings, '--quiet', '--out', str(out)]) == -signal.SIGKILL

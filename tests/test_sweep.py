@@ -222,10 +222,11 @@ def test_resume_into_another_config_is_refused_before_any_work(local_sweep, tmp_
 def test_sweep_on_two_threads_equals_reproduce_on_two_threads(tmp_path):
     """--threads T runs every seed on T torch threads: the same figures as `reproduce --threads T` (another
     rounding than the default sweep's one thread), recorded in the provenance and in sweep.md."""
-    from conftest import exit_code
+    from conftest import exit_code, least_args
     out, direct = tmp_path / 'sweep', tmp_path / 'direct'
-    assert main(['sweep', '--seeds', '1', '--workers', '1', '--threads', '2', '--smoke', '--out', str(out)]) == 0
-    assert exit_code(main, ['reproduce', '--smoke', '--seed', '1', '--threads', '2', '--jobs', '1', '--quiet',
+    least = least_args()  # every setting at its least value: the figures mean nothing, their equality everything
+    assert main(['sweep', '--seeds', '1', '--workers', '1', '--threads', '2', '--smoke', *least, '--out', str(out)]) == 0
+    assert exit_code(main, ['reproduce', '--smoke', *least, '--seed', '1', '--threads', '2', '--jobs', '1', '--quiet',
                             '--out', str(direct)]) == 0
     assert sections(out / 'seed1') == sections(direct)
     saved = json.loads((out / 'seed1' / 'results.json').read_text())
