@@ -37,27 +37,37 @@ class Beyond:
                     'held': self.pass_rate(model, self.heldout, n, s)[0],
                     'family': group_pass(model, self.train, tok, n, seed=s, env=env)}
 
+        # each part is kept as it finishes (``finished_part``): a run killed in a later one resumes there
         # exercise 3: STaR rationalization vs plain expert iteration (15.3)
-        star = {}
-        for label, mask, run in [('STaR, forced op masked', True, 'forced_masked'),
-                                 ('STaR, forced op trained', False, 'forced_trained')]:
-            model = copy.deepcopy(weak)
-            hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                                  seed=100 + s, mask_forced=mask, lr=c.sft_lr, batch_size=c.sft_batch_size, env=env,
-                                  loggers=self.monitor_run('star_iteration', run))
-            star[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
+        def star_part():
+            star = {}
+            for label, mask, run in [('STaR, forced op masked', True, 'forced_masked'),
+                                     ('STaR, forced op trained', False, 'forced_trained')]:
+                model = copy.deepcopy(weak)
+                hist = star_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples,
+                                      steps=c.rft_steps, seed=100 + s, mask_forced=mask, lr=c.sft_lr,
+                                      batch_size=c.sft_batch_size, env=env, loggers=self.monitor_run('star_iteration', run))
+                star[label] = {**fam(model), 'rationalized': [h['n_rationalized'] for h in hist]}
+            return star
+
+        star = self.finished_part('star', star_part)
 
         # exercise 4: RFT with a group baseline vs RFT (15.3)
-        model = copy.deepcopy(weak)
-        hist_b = [(0, *self.evaluate(weak))]
+        def rft_baseline_part():
+            model = copy.deepcopy(weak)
+            hist_b = [(0, *self.evaluate(weak))]
 
-        def after(m):
-            hist_b.append((c.rft_steps * len(hist_b), *self.evaluate(m)))
-            return {'train': hist_b[-1][1], 'held': hist_b[-1][2]}  # logged as eval/train, eval/held
+            def after(m):
+                hist_b.append((c.rft_steps * len(hist_b), *self.evaluate(m)))
+                return {'train': hist_b[-1][1], 'held': hist_b[-1][2]}  # logged as eval/train, eval/held
 
-        rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples, steps=c.rft_steps,
-                               sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr, batch_size=c.sft_batch_size, evaluate=after,
-                               env=env, loggers=self.monitor_run('rft_baseline_iteration', 'group_baseline'))
+            rft_baseline_iteration(model, self.train, tok, rounds=c.rft_rounds, n_samples=c.rft_samples,
+                                   steps=c.rft_steps, sample_seed=100 + s, sft_seed=0 + s, lr=c.sft_lr,
+                                   batch_size=c.sft_batch_size, evaluate=after, env=env,
+                                   loggers=self.monitor_run('rft_baseline_iteration', 'group_baseline'))
+            return {'hist': hist_b}
+
+        hist_b = self.finished_part('rft_baseline', rft_baseline_part)['hist']
 
         # online / iterative DPO vs offline DPO (15.4, 15.6), and the loss choice
         def evaluate_dpo(m):
@@ -65,34 +75,43 @@ class Beyond:
             return {'train': rate_train, 'held': self.pass_rate(m, self.heldout, c.eval_samples, s)[0],
                     'eval_invalid': sum(t.info['n_invalid'] for t in trajs) / len(trajs)}
 
-        dpo_new = {}
-        for label, nll, run in [('online DPO', 0.0, 'online'), ('online DPO + NLL', 1.0, 'online_nll')]:
-            model = copy.deepcopy(weak)
-            dpo_new[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps, regen_every=max(c.dpo_steps // 4, 1),
-                                              n_samples=c.rft_samples, beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll,
-                                              seed=300 + s, evaluate=evaluate_dpo, every=c.dpo_every, env=env,
-                                              margin=c.dpo_margin, loggers=self.monitor_run('train_online_dpo', run))
-        for loss in ['ipo', 'hinge']:
-            model, pairs = copy.deepcopy(weak), self._pairs()
-            dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
-                model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
-                evaluate=evaluate_dpo, loggers=self.monitor_run('train_dpo', loss),
-                **self.recipe_run(f'dpo_{loss}', f'offline {loss}')) if pairs else []
-        for rows_ in dpo_new.values():  # one name for the invalid calls the policy makes in evaluation
-            for r in rows_:
-                if 'eval_invalid' in r:
-                    r['invalid'] = r.pop('eval_invalid')
+        def dpo_part():
+            dpo_new = {}
+            for label, nll, run in [('online DPO', 0.0, 'online'), ('online DPO + NLL', 1.0, 'online_nll')]:
+                model = copy.deepcopy(weak)
+                dpo_new[label] = train_online_dpo(model, self.train, tok, steps=c.dpo_steps,
+                                                  regen_every=max(c.dpo_steps // 4, 1), n_samples=c.rft_samples,
+                                                  beta=c.dpo_beta, lr=c.dpo_lr, nll_weight=nll, seed=300 + s,
+                                                  evaluate=evaluate_dpo, every=c.dpo_every, env=env, margin=c.dpo_margin,
+                                                  loggers=self.monitor_run('train_online_dpo', run))
+            for loss in ['ipo', 'hinge']:
+                model, pairs = copy.deepcopy(weak), self._pairs()
+                dpo_new[f'offline {loss.upper() if loss == "ipo" else loss}'] = train_dpo(
+                    model, pairs, tok, steps=c.dpo_steps, beta=c.dpo_beta, lr=c.dpo_lr, loss=loss, every=c.dpo_every,
+                    evaluate=evaluate_dpo, loggers=self.monitor_run('train_dpo', loss),
+                    **self.recipe_run(f'dpo_{loss}', f'offline {loss}')) if pairs else []
+            for rows_ in dpo_new.values():  # one name for the invalid calls the policy makes in evaluation
+                for r in rows_:
+                    if 'eval_invalid' in r:
+                        r['invalid'] = r.pop('eval_invalid')
+            return dpo_new
+
+        dpo_new = self.finished_part('dpo', dpo_part)
 
         # SFT checkpoint chosen by the informative-group fraction vs the last checkpoint, then RL (15.6)
-        sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
-                                    every=c.sft_every, group=c.probe_group, seed=0 + s, lr=c.sft_lr,
-                                    batch_size=c.sft_batch_size, env=env,
-                                    loggers=self.monitor_run('select_sft_checkpoint', 'probe'))
-        rl = {}
-        for label, start, run in [(f'chosen (step {sel.step})', sel.best, 'from_chosen'),
-                                  (f'last (step {c.sft_steps})', sel.last, 'from_last')]:
-            model = copy.deepcopy(start)
-            rl[label] = self._rl(model, c.rl_cold_steps, run)
+        def select_part():
+            sel = select_sft_checkpoint(copy.deepcopy(weak), self.oracle_demos, tok, self.heldout, steps=c.sft_steps,
+                                        every=c.sft_every, group=c.probe_group, seed=0 + s, lr=c.sft_lr,
+                                        batch_size=c.sft_batch_size, env=env,
+                                        loggers=self.monitor_run('select_sft_checkpoint', 'probe'))
+            rl = {}
+            for label, start, run in [(f'chosen (step {sel.step})', sel.best, 'from_chosen'),
+                                      (f'last (step {c.sft_steps})', sel.last, 'from_last')]:
+                model = copy.deepcopy(start)
+                rl[label] = self._rl(model, c.rl_cold_steps, run)
+            return {'step': sel.step, 'table': sel.table, 'rl': rl}
+
+        select = self.finished_part('select', select_part)
 
         # a clipped group-policy-gradient trainer vs REINFORCE (15.5), same episodes per step
         grpo = {}
@@ -126,9 +145,9 @@ class Beyond:
         self._say('at the last DPO step, invalid/ep and held-out: ' + ' | '.join(
             f"{k} {r[-1]['invalid']:.2f}, {r[-1]['held']:.2f}" for k, r in dpo.items() if r), 'beyond')
 
-        out['select'] = {'step': sel.step, 'table': sel.table, 'rl': rl}
-        self._say(f'checkpoint chosen by informative groups: step {sel.step}; RL from it vs from the last: ' + ' | '.join(
-            f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in rl.items()), 'beyond')
+        out['select'] = select
+        self._say(f"checkpoint chosen by informative groups: step {select['step']}; RL from it vs from the last: "
+                  + ' | '.join(f'{k} {h[-1][1]:.2f}/{h[-1][2]:.2f}' for k, h in select['rl'].items()), 'beyond')
 
         out['grpo'] = grpo
         curves = r15['15.5']['curves']

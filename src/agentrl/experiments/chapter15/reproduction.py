@@ -330,6 +330,18 @@ class Reproduction(Sections, Beyond, RLSection):
                               'seconds': round(seconds, 1), 'left_seconds': None if left is None else round(left, 1)})
         return {'checkpoint': checkpoint, 'progress': progress}
 
+    def finished_part(self, key: str, compute):
+        """``compute()``'s JSON result, kept in ``partial/SECTION/KEY.json`` once computed: a section of several
+        independent parts, killed in a later one, resumes without computing this one again (its recipes are seeded,
+        so the result is the one it would compute). Kept until the section finishes, as its recipes' saved states."""
+        path = self.partial / self.running.replace('.', '_') / f'{key}.json'
+        if path.is_file():
+            return read_json(path)
+        result = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, result, sort_keys=False)  # in its own order: the transcript's lines follow it
+        return result
+
     def _finish(self, section, results, seconds):
         shutil.rmtree(self.partial / section.replace('.', '_'), ignore_errors=True)  # its recipes' saved states
         (self.out / PROGRESS / f"{section.replace('.', '_')}.json").unlink(missing_ok=True)
