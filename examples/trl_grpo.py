@@ -110,16 +110,25 @@ def grpo(model, tok, Env, dataset, steps: int, seed: int = 0, output_dir: str | 
     return trainer
 
 
-def smollm2_cold_start(train, steps: int, seed: int = 0):
+def smollm2_cold_start(train, steps: int, seed: int = 0, probe: int = 0):
     """SmolLM2-135M-Instruct after ``steps`` of agentrl's masked SFT on the oracle's episodes (the chapter's cold start
     at its pretrained budget: LoRA rank 16, batch 8, lr 1e-3, bf16 where the CPU multiplies it), the adapters merged
-    -> (a plain ``transformers`` model, its tokenizer), for TRL to put its own LoRA adapters on."""
+    -> (a plain ``transformers`` model, its tokenizer, the cold start's ``arl.PassAtK`` on ``train`` from ``probe``
+    episodes per task, or None when ``probe`` is 0), for TRL to put its own LoRA adapters on."""
     policy = arl.load_pretrained('smollm2', lora_rank=16, seed=seed)
     renderer = policy.renderer()  # the model's own chat template, the calls described in its system message
     demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), task, renderer) for task in train]
     if steps:
         arl.sft_train(policy, demos, renderer, steps=steps, lr=1e-3, batch_size=8, seed=seed)
-    return policy.lora.peft.merge_and_unload(), policy.tokenizer
+    probed = arl.pass_at_k_curve(policy, train, renderer, n=probe, seed=seed + 1) if probe else None
+    return policy.lora.peft.merge_and_unload(), policy.tokenizer, probed
+
+
+def with_signal(train, probed):
+    """The tasks of ``train`` whose probe episodes neither all passed nor all failed: a group of GRPO's on any other
+    task would likely have every advantage 0 and teach nothing (the chapter's 15.6: RL learns where the cold start
+    succeeds sometimes)."""
+    return [task for task, c in zip(train, probed.successes) if 0 < c < probed.n]  # aligned: task-major
 
 
 def main_smollm2(args):
@@ -138,10 +147,23 @@ def main_smollm2(args):
 
     start = time.time()
     train = arl.make_tasks('train')
-    model, tok = smollm2_cold_start(train, args.warm_steps, args.seed)
+    model, tok, probed = smollm2_cold_start(train, args.warm_steps, args.seed, probe=args.probe)
     print(f'SmolLM2-135M-Instruct: cold start, {args.warm_steps} SFT steps on the oracle (LoRA merged); GRPO in '
           f"{'bf16 autocast' if args.bf16 else 'float32'} | {time.time() - start:5.1f} s")
+    if probed is not None:
+        signal = with_signal(train, probed)
+        print(f'cold start: train pass {probed.mean[1]:.3f} over {probed.n} episodes a task; {len(signal)} of '
+              f'{len(train)} tasks passed some episodes and failed others: GRPO trains on those | '
+              f'{time.time() - start:5.1f} s')
+        if len(signal) * args.group < args.batch:
+            raise SystemExit(f'{len(signal)} task(s) with signal cannot fill a batch of {args.batch} episodes in groups '
+                             f'of {args.group}; probe more episodes (--probe) or train on every task (--probe 0)')
+        train = signal
     rollout_func, reward_func, dataset = arl.trl_rollout(arl.BugFixEnv, train)
+    # TRL's loss runs the model over whole episodes: eager attention (agentrl's choice on the CPU, for decoding) would
+    # keep every layer's T x T attention weights for the backward pass, about 12 GB at 16 episodes in float32;
+    # torch's fused attention keeps none. agentrl's engine samples on its own path, with either.
+    model.set_attn_implementation('sdpa')
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # TRL calls rollout_func experimental; transformers renames an option
         config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix='trl-grpo-smollm2-'), max_steps=args.steps,
@@ -195,6 +217,9 @@ def main(argv=None):
     parser.add_argument('--batch', type=int, default=16, help='smollm2: episodes per GRPO step')
     parser.add_argument('--group', type=int, default=4, help='smollm2: episodes per task (num_generations)')
     parser.add_argument('--lr', type=float, default=5e-4, help="smollm2: the LoRA adapters' learning rate")
+    parser.add_argument('--probe', type=int, default=4,
+                        help='smollm2: episodes per train task the cold start plays first; GRPO trains on the tasks '
+                             'where some pass and some fail (0: on every train task)')
     parser.add_argument('--fp32', dest='bf16', action='store_false', default=None,
                         help='smollm2: train and sample in float32 (default: bf16 autocast, TRL\'s bf16=True, where the '
                              'CPU multiplies bfloat16 natively, as agentrl chooses; float32 elsewhere)')

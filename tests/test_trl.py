@@ -657,3 +657,12 @@ def test_the_examples_trl_settings_take_grpoconfigs_names_and_refuse_others_nami
         settings(['num_iteration=2'])
     with pytest.raises(ValueError, match='KEY=VALUE'):
         settings(['loss_type'])
+
+
+def test_the_smollm2_example_trains_on_the_tasks_its_cold_start_passes_sometimes():
+    """``with_signal``: of the probed train tasks, those whose episodes neither all passed nor all failed, in order."""
+    from agentrl.recipes.evaluation import PassAtK
+    train = arl.make_tasks('train')[:5]
+    probed = PassAtK(n=4, ks=[1, 2, 4], tasks=[t.name for t in train], successes=[0, 2, 4, 1, 3], per_task={}, mean={},
+                     threshold=1.0)
+    assert example().with_signal(train, probed) == [train[1], train[3], train[4]]
