@@ -4,13 +4,15 @@
 usage:
     python scripts/record_figures.py reproduce ID RUN_DIR LOG [--command CMD]   # a finished `agentrl reproduce`
     python scripts/record_figures.py printed ID [--per-cpu] [--lines N] -- ARGV...  # any command's printed lines
+    python scripts/record_figures.py printed ID --log LOG [--per-cpu] -- ARGV...    # a finished command's, from LOG
     python scripts/record_figures.py sweep ID SWEEP_DIR [--command CMD]          # a finished `agentrl sweep`'s claims
     python scripts/record_figures.py exercises ID DIR [--command CMD]           # `agentrl exercise N --seeds`, N = 1..7
     python scripts/record_figures.py snippets [ID ...]                          # the docs' Python snippets
 
 ``reproduce`` reads RUN_DIR/results.json (its sections, less the long per-step lists, and its
 provenance) and LOG, what the command printed: the lines from the findings (or claims) table's first
-row to the end are kept as ``printed``. ``printed`` runs ARGV and keeps every line it prints. ``snippets`` runs the Python
+row to the end are kept as ``printed``. ``printed`` runs ARGV and keeps every line it prints; with ``--log``, ARGV has already run at
+this commit (a run of many minutes) and LOG holds what it printed. ``snippets`` runs the Python
 snippets of the pages in ``SNIPPETS`` (each set in one namespace, in page order, torch on one thread,
 as ``tests/test_docs.py`` runs them) and keeps what they print.
 
@@ -272,12 +274,16 @@ def record_exercises(args) -> dict:
 
 def record_printed(args) -> dict:
     from agentrl.experiments.chapter15.provenance import collect
-    res = subprocess.run(args.argv, capture_output=True, text=True, cwd=ROOT)
-    if res.returncode != 0:
-        sys.exit(f'{" ".join(args.argv)} exited {res.returncode}:\n{res.stderr[-2000:]}')
+    if args.log:
+        stdout = Path(args.log).read_text()
+    else:
+        res = subprocess.run(args.argv, capture_output=True, text=True, cwd=ROOT)
+        if res.returncode != 0:
+            sys.exit(f'{" ".join(args.argv)} exited {res.returncode}:\n{res.stderr[-2000:]}')
+        stdout = res.stdout
     prov = collect()
     prov['torch_threads'] = "torch's default (one per core)"  # the command's, not this process's
-    lines = [line.rstrip() for line in res.stdout.splitlines()]
+    lines = [line.rstrip() for line in stdout.splitlines()]
     return {'command': args.command or ' '.join(args.argv), 'kind': 'printed', 'per_cpu': args.per_cpu or False,
             **machine(prov), 'code_dirty': code_dirty(), 'printed': lines[:args.lines] if args.lines else lines}
 
@@ -319,6 +325,7 @@ def main(argv=None):
     p.add_argument('id')
     p.add_argument('--command', help='the command as the pages give it')
     p.add_argument('--lines', type=int, help='keep only the first LINES lines')
+    p.add_argument('--log', help='the file where ARGV, run at this commit, wrote what it printed (it is not run again)')
     p.add_argument('--per-cpu', action='store_const', const=PER_CPU,
                    help='its figures come from a model, so they depend on the CPU (scripted play does not)')
     p.add_argument('argv', nargs='+')
