@@ -280,3 +280,22 @@ def test_rl_learns_is_judged_from_the_cold_start_not_the_weak_base():
     # seed 0: +0.3 from the cold start (from the weak base it would be +0.5); seed 1: >= 0.9; seed 2: +0.25 only
     assert got['learns'] == '2/3' and got['not_learned'] == '2'
     assert rf.sft_rl({}, cold_start_step=20) is None
+
+
+def test_a_long_run_is_recorded_from_its_log_without_running_it_again(tmp_path, monkeypatch):
+    """``record_figures.py printed ID --log LOG -- ARGV``: the lines of LOG, under ARGV's command, and ARGV not run
+    (``false`` would exit 1); the other runs and the quotes of the record kept."""
+    from test_docs import record_figures
+    rf = record_figures()
+    record = tmp_path / 'figures.json'
+    record.write_text(json.dumps({'runs': {'other': {'command': 'x'}}, 'quotes': [{'page': 'p', 'run': 'other'}]}))
+    monkeypatch.setattr(rf, 'RECORD', record)
+    monkeypatch.setattr(rf, 'ROOT', tmp_path)
+    log = tmp_path / 'run.log'
+    log.write_text('GRPO step  1  TRL reward 0.375  | 236.2 s  \nGRPO step  2  TRL reward 0.312\n')
+    rf.main(['printed', 'long', '--log', str(log), '--per-cpu', '--', 'false'])
+    saved = json.loads(record.read_text())
+    assert saved['runs']['other'] == {'command': 'x'} and saved['quotes'] == [{'page': 'p', 'run': 'other'}]
+    run = saved['runs']['long']
+    assert run['printed'] == ['GRPO step  1  TRL reward 0.375  | 236.2 s', 'GRPO step  2  TRL reward 0.312']
+    assert run['command'] == 'false' and run['per_cpu'] and run['git_commit']
