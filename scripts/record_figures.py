@@ -11,10 +11,10 @@ usage:
 
 ``reproduce`` reads RUN_DIR/results.json (its sections, less the long per-step lists, and its
 provenance) and LOG, what the command printed: the lines from the findings (or claims) table's first
-row to the end are kept as ``printed``. ``printed`` runs ARGV and keeps every line it prints; with ``--log``, ARGV has already run at
-this commit (a run of many minutes) and LOG holds what it printed. ``snippets`` runs the Python
-snippets of the pages in ``SNIPPETS`` (each set in one namespace, in page order, torch on one thread,
-as ``tests/test_docs.py`` runs them) and keeps what they print.
+row to the end are kept as ``printed``. ``printed`` runs ARGV and keeps every line it prints; with
+``--log``, ARGV has already run at this commit (a run of many minutes) and LOG holds what it printed.
+``snippets`` runs the Python snippets of the pages in ``SNIPPETS`` (each set in one namespace, in page
+order, torch on one thread, as ``tests/test_docs.py`` runs them) and keeps what they print.
 
 Each entry records where it came from: the command, the agentrl version and git commit (and whether
 the code under src/ and examples/ had local changes), torch and its thread count, the CPU. Only the
