@@ -166,6 +166,9 @@ def main_smollm2(args):
     # keep every layer's T x T attention weights for the backward pass, about 12 GB at 16 episodes in float32;
     # torch's fused attention keeps none. agentrl's engine samples on its own path, with either.
     model.set_attn_implementation('sdpa')
+    # TRL scores the batch as one padded (B, T) tensor, each row starting with the same system message (112 of an
+    # episode's 180 to 260 tokens here): packed, the decoder runs each real token once and that message once per batch
+    arl.packed_forward(model)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # TRL calls rollout_func experimental; transformers renames an option
         config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix='trl-grpo-smollm2-'), max_steps=args.steps,

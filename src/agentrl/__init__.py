@@ -28,6 +28,7 @@ _LAZY = {
     'open_run': 'loggers', 'read_jsonl': 'loggers',
     'TinyAgent': 'policies.tinyagent', 'TinyAgentConfig': 'policies.tinyagent', 'entropy_from_logits': 'policies.scoring', 'sequence_log_probs': 'policies.scoring',
     'HFPolicy': 'policies.hf', 'ChatRenderer': 'rendering.chat', 'Policy': 'rendering.protocols',  # transformers policies, chat templates
+    'packed_forward': 'policies.packing',  # a padded batch through the decoder as one packed row (TRL's loss)
     'load_pretrained': 'policies.pretrained',  # a pretrained model offline: 'smollm2', a model folder or a .gguf file
     'check_rendering': 'recipes.diagnostics', 'describe': 'recipes.diagnostics',
     'informative_fraction': 'recipes.diagnostics', 'probe': 'recipes.diagnostics', 'strip_wrappers': 'recipes.diagnostics',
