@@ -95,8 +95,11 @@ def test_calls_it_cannot_pack_run_the_decoder_as_before():
     holes = mask.clone()
     holes[1, 3] = 0  # a row whose real tokens are not one run
     assert plan_packing(ids, holes) is None
-    torch.testing.assert_close(packed(input_ids=ids, attention_mask=holes).logits,
-                               plain(input_ids=ids, attention_mask=holes).logits, rtol=0, atol=0)
+    torch.testing.assert_close(packed(input_ids=ids, attention_mask=holes, use_cache=False).logits,
+                               plain(input_ids=ids, attention_mask=holes, use_cache=False).logits, rtol=0, atol=0)
+    many = arl.packed_forward(copy.deepcopy(plain), max_tokens=10)  # a batch of more real tokens: the plain forward
+    torch.testing.assert_close(many(input_ids=ids, attention_mask=mask, use_cache=False).logits,
+                               plain(input_ids=ids, attention_mask=mask, use_cache=False).logits, rtol=0, atol=0)
     cached = packed(input_ids=ids[:, :4], attention_mask=torch.ones_like(ids[:, :4]), use_cache=True)
     assert cached.cache is not None  # a cache asked for: the plain forward, which keeps it
 

@@ -81,12 +81,18 @@ def plan_packing(ids: torch.Tensor, attention_mask: torch.Tensor, min_shared: in
     return Packing(packed[None], positions[None], segment, index)
 
 
-def packed_forward(model, min_shared: int = 1):
+def packed_forward(model, min_shared: int = 1, max_tokens: int = 8192):
     """``model`` (a ``transformers`` causal LM) with its decoder running every padded batch it can as one packed row
     (the module docstring) -> the same model, changed in place. Call it before ``GRPOTrainer`` wraps the model (peft's
-    LoRA layers go into the same decoder). ``min_shared``: the fewest shared columns worth running once; a batch whose
-    rows share fewer is still packed, its pads dropped. ValueError for an attention implementation that takes no
-    custom mask (``PACKABLE``)."""
+    LoRA layers go into the same decoder).
+
+    Args:
+        model: the causal LM, its attention ``'sdpa'`` or ``'eager'`` (``PACKABLE``; ValueError otherwise).
+        min_shared: the fewest shared columns worth running once; a batch whose rows share fewer is still packed, its
+            pads dropped.
+        max_tokens: the most real tokens a packed row holds: its attention is N x N (a batch of 16 BugFix episodes
+            on SmolLM2 packs into about 1,300), so a larger batch runs the decoder as before.
+    """
     decoder = getattr(model, 'base_model', None)
     if decoder is None or decoder is model or not callable(getattr(model, 'get_output_embeddings', None)):
         raise TypeError(f'{type(model).__name__} is not a transformers causal LM with a decoder (base_model); give '
@@ -105,6 +111,7 @@ def packed_forward(model, min_shared: int = 1):
                 and kwargs.get('use_cache') is False and not any(kwargs.get(k) is not None for k in _UNPACKABLE_KW)
                 and not kwargs.get('output_hidden_states') and not kwargs.get('output_attentions')):
             plan = plan_packing(input_ids, attention_mask, min_shared)
+            plan = plan if plan is not None and plan.ids.shape[1] <= max_tokens else None
         if plan is None:
             return plain(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k not in _UNPACKABLE_KW}  # each None here
