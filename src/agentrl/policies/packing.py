@@ -1,10 +1,9 @@
 """A causal LM whose decoder runs a padded batch as one packed row: no pad computed, the shared start computed once.
 
 TRL's ``GRPOTrainer`` scores a batch of episodes as one (B, T) tensor, prompts padded on the left and completions on
-the right, and every row starts with the same system message (the environment's calls described: on SmolLM2 112 of
-an episode's 180 to 260 tokens). Run as it is, the decoder computes the pads and B copies of that message: 16
-episodes of BugFix are 4,224 columns of which 1,396 differ. ``packed_forward(model)`` makes the decoder run such a
-batch as one row of its real tokens:
+the right, and every row starts with the same system message (the environment's calls described: more than half of
+a short episode's tokens). Run as it is, the decoder computes the pads and B copies of that message.
+``packed_forward(model)`` makes the decoder run such a batch as one row of its real tokens:
 
     [shared start | row 0's rest | row 1's rest | ...]        positions 0..S-1 | S..len_0-1 | S..len_1-1 | ...
 
@@ -90,8 +89,8 @@ def packed_forward(model, min_shared: int = 1, max_tokens: int = 8192):
         model: the causal LM, its attention ``'sdpa'`` or ``'eager'`` (``PACKABLE``; ValueError otherwise).
         min_shared: the fewest shared columns worth running once; a batch whose rows share fewer is still packed, its
             pads dropped.
-        max_tokens: the most real tokens a packed row holds: its attention is N x N (a batch of 16 BugFix episodes
-            on SmolLM2 packs into about 1,300), so a larger batch runs the decoder as before.
+        max_tokens: the most tokens a packed row holds: its attention is N x N, so a batch that packs into more
+            runs the decoder as before.
     """
     decoder = getattr(model, 'base_model', None)
     if decoder is None or decoder is model or not callable(getattr(model, 'get_output_embeddings', None)):
