@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .hf import shared_columns
+
 PACKABLE = ('eager', 'sdpa')
 """The attention implementations that take a custom 4-D mask as ``packed_forward`` builds it."""
 _UNPACKABLE_KW = ('past_key_values', 'cache', 'inputs_embeds', 'position_ids', 'cache_position')
@@ -65,8 +67,7 @@ def plan_packing(ids: torch.Tensor, attention_mask: torch.Tensor, min_shared: in
         return None
     shortest = int(lengths.min())
     aligned = ids.gather(1, starts[:, None] + torch.arange(shortest, device=ids.device)[None, :])  # (B, shortest)
-    differs = (aligned != aligned[:1]).any(0)  # (shortest,)
-    S = int(differs.float().argmax()) if bool(differs.any()) else shortest
+    S = shared_columns(aligned)
     S = S if S >= min_shared and B > 1 else 0
     own = real & (rel >= S)  # (B, T) the tokens each row runs itself
     rest = lengths - S  # (B,)
