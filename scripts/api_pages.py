@@ -126,10 +126,11 @@ GROUPS = [
      'Any agentrl environment and its tasks as TRL\'s `GRPOTrainer` takes them: `trl_environment` for its '
      '`environment_factory` (TRL generates, with vLLM on GPUs, and parses the tool calls), `trl_rollout` for its '
      '`rollout_func` (agentrl\'s engine plays the episodes through any chat template or a word-level vocabulary); '
-     '`trl_monitors` logs the chapter\'s monitors TRL does not. '
-     'Needs the `trl` extra. See [Training at scale with TRL](trl.md).',
-     ['agentrl.integrations.trl', 'agentrl.integrations.trl_rollout'],
-     ['trl_environment', 'trl_rollout', 'trl_monitors']),
+     '`trl_monitors` logs the chapter\'s monitors TRL does not. Needs the `trl` extra. `packed_forward` makes a '
+     'model\'s decoder run TRL\'s padded batch as one packed row: every real token once, the system message every '
+     'episode starts with once per batch. See [Training at scale with TRL](trl.md).',
+     ['agentrl.integrations.trl', 'agentrl.integrations.trl_rollout', 'agentrl.policies.packing'],
+     ['trl_environment', 'trl_rollout', 'trl_monitors', 'packed_forward']),
 ]
 
 HEADER = """# API reference
