@@ -14,8 +14,8 @@ function of the ids as the plain forward at every real token (a row's positions 
 as agentrl samples it), its floats rounded in another order (``tests/test_packing.py`` bounds the difference and
 checks the gradients).
 
-Only a call that asks for no cache (``use_cache=False``, as TRL's loss and agentrl's training call it) is packed; any
-other runs the decoder as before, as do calls with a cache, embeddings or positions given, hidden states or attention
+Only a call that asks for no cache (``use_cache=False``, as TRL's loss calls it) is packed; any other runs the decoder
+as before (generation among them), as do calls with a cache, embeddings or positions given, hidden states or attention
 weights asked for, a row with no real token, or a row whose real tokens are not one run.
 """
 from __future__ import annotations
