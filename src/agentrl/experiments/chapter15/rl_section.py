@@ -114,7 +114,8 @@ class RLSection:
                       'temperature': c.rl_temperature, 'entropy_bonus': c.rl_entropy_bonus}
         else:  # the clipped trainer: the same samples per step and knobs as REINFORCE, plus the variant's settings
             knobs = GRPOConfig(n_tasks=c.rl_tasks, num_generations=c.rl_group, learning_rate=c.rl_lr,
-                               temperature=c.rl_temperature, entropy_coef=c.rl_entropy_bonus, seed=0 + s, **settings)
+                               temperature=c.rl_temperature, entropy_coef=c.rl_entropy_bonus, seed=0 + s,
+                               micro_batch=c.rl_micro_batch, **settings)  # a pretrained model's minibatch, 8 at a time
             loggers = [x for x in (self.monitor_run('train_grpo', c.rl_variant), MemoryLogger(watched)) if x]
             hist, logs = train_grpo(model, self.train, self.tok, steps, knobs, evaluate=self.evaluate, every=c.rl_every,
                                     start=start, env=self.env.env_id, loggers=loggers,
