@@ -109,6 +109,38 @@ def test_masked_log_probs_equal_the_full_forward_at_the_mask_values_and_gradient
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_masked) if a is not None)
 
 
+def test_the_clipped_trainer_scores_only_the_action_tokens_with_the_same_loss_entropy_and_gradients(tiny_folder):
+    """The clipped trainer's loss on a pretrained policy runs the output layer at the action tokens only
+    (``masked_log_probs_and_logits``): the loss, its monitors and the gradients equal every position's forward."""
+    from agentrl.recipes.grpo import grpo_loss
+    policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu')
+    renderer = policy.renderer()
+    trajs = arl.rollout_batch(policy, [arl.BugFixEnv() for _ in TRAIN[:4]], TRAIN[:4], renderer,
+                              generator=torch.Generator().manual_seed(0))
+    mb = arl.collate(trajs, renderer.pad_id)
+    mb['logprobs'] = mb['logprobs'] - 0.05 * mb['action_mask']  # a stale sampler: ratios away from 1, some clipped
+
+    class EveryPosition(torch.nn.Module):  # the same weights, without the masked path
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, ids, lengths=None):
+            return self.inner(ids, lengths=lengths)
+
+    cfg = arl.GRPOConfig(epsilon=0.02, entropy_coef=0.01, temperature=0.9)
+    adv = torch.tensor([1.0, -0.5, 0.25, -0.75])
+    results = []
+    for model in (policy, EveryPosition(policy)):
+        loss, stats = grpo_loss(model, mb, adv, cfg)
+        grads = torch.autograd.grad(loss, [p for p in policy.parameters() if p.requires_grad])
+        results.append((loss.item(), stats, grads))
+    (masked_loss, masked_stats, masked_grads), (full_loss, full_stats, full_grads) = results
+    assert masked_loss == pytest.approx(full_loss, abs=1e-5) and 0 < masked_stats['clip_frac'] < 1
+    assert all(masked_stats[k] == pytest.approx(full_stats[k], abs=1e-5) for k in full_stats)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(masked_grads, full_grads))
+
+
 def test_the_columns_every_row_shares_run_once_with_the_same_values_and_gradients(tiny_folder):
     policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu', lora_rank=4)
     renderer = policy.renderer()

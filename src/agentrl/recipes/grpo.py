@@ -42,7 +42,7 @@ import torch
 
 from ..envs.protocol import DEFAULT_ENV
 from ..loggers.protocol import as_reporter
-from ..policies.scoring import entropy_from_logits
+from ..policies.scoring import entropy_from_logits, log_probs_and_logits
 from ..rendering.trajectory import collate
 from ..rollouts.engine import rollout_groups
 from ..runtime.threads import small_model_threads
@@ -55,12 +55,22 @@ from .optim import make_optimizer, make_scheduler, optimizer_step
 from .pg_losses import (CLIP_MONITORS, aggregate, clip_ratios, group_advantages, kl_k3, loss_mask, masked_mean,
                         policy_loss, reward_scale, sampler_gap, sampler_weights, weight_stats)
 
-def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True, lengths=None):
+def token_logp_entropy(model, ids: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = True, lengths=None,
+                       mask=None):
     """Log-prob of each next token and the next-token entropy at ``temperature``: ids [B, T] -> ([B, T-1], [B, T-1]).
 
     ``entropy_grad=False`` computes the entropy off the graph (for logging only). ``lengths`` [B]
-    (optional, ``collate``'s): each row's real tokens, passed on to the model.
+    (optional, ``collate``'s): each row's real tokens, passed on to the model. ``mask`` [B, T-1] (optional, the
+    action mask): a policy that computes its output layer only where asked (``hf.HFPolicy``, through
+    ``scoring.log_probs_and_logits``) computes both there and returns 0 elsewhere, a sixth of an episode's
+    positions on SmolLM2; any other policy (the TinyAgent) computes every position, as without it.
     """
+    if mask is not None and hasattr(model, 'masked_log_probs_and_logits'):
+        logp, logits = log_probs_and_logits(model, ids, lengths, mask, temperature)  # [B, T-1], [n, V]
+        where = (mask != 0).to(logits.device)  # [B, T-1]
+        ent = entropy_from_logits(logits if entropy_grad else logits.detach())  # [n]
+        entropy = torch.zeros(where.shape, dtype=ent.dtype, device=ent.device).masked_scatter(where, ent)  # [B, T-1]
+        return logp, entropy.to(logp.device)
     logits = (model(ids) if lengths is None else model(ids, lengths=lengths))[:, :-1] / temperature  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V]
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)  # [B, T-1]
@@ -89,7 +99,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_ite
     mask = loss_mask(mb, cfg)  # [b, T-1], 1 on the action tokens the loss reads
     sampler_logp = mb['logprobs']  # [b, T-1], 0 off the action tokens
     mb_logp, mb_entropy = token_logp_entropy(model, mb['ids'], cfg.temperature, entropy_grad=cfg.entropy_coef > 0,
-                                             lengths=mb.get('lengths'))  # [b, T-1] each
+                                             lengths=mb.get('lengths'), mask=mb['action_mask'])  # [b, T-1] each
     weight = None
     old_logp = sampler_logp
     if cfg.vllm_importance_sampling_correction:
@@ -105,7 +115,7 @@ def grpo_loss(model, mb, mb_advantages, cfg: GRPOConfig, ref_model=None, num_ite
     if ref_model is not None:
         with torch.no_grad():
             ref_logp, _ = token_logp_entropy(ref_model, mb['ids'], cfg.temperature, entropy_grad=False,
-                                             lengths=mb.get('lengths'))  # [b, T-1]
+                                             lengths=mb.get('lengths'), mask=mb['action_mask'])  # [b, T-1]
         per_token_kl = kl_k3(mb_logp, ref_logp, mask)  # [b, T-1]
         if cfg.use_bias_correction_kl:
             per_token_kl = per_token_kl * coef_1
@@ -155,13 +165,16 @@ def _sample(model, tasks, tok, cfg: GRPOConfig, rng, gen, env) -> tuple:
 
 def _trainer_logprobs(model, trajs, tok, cfg: GRPOConfig, width: int) -> torch.Tensor:
     """The trainer's log-probs of every episode's tokens before the step's updates, at the temperature -> ``[B, width]``
-    (0-padded), computed in ``cfg.minibatches`` chunks (a training minibatch's memory), off the graph."""
+    (0-padded; 0 off the action tokens on a policy that scores only those), computed in ``cfg.minibatches`` chunks
+    (a training minibatch's memory) or, with ``cfg.micro_batch``, that many episodes at a time, off the graph."""
     out = torch.zeros(len(trajs), width)
+    chunks = torch.arange(len(trajs)).split(cfg.micro_batch) if cfg.micro_batch \
+        else torch.arange(len(trajs)).chunk(cfg.minibatches)
     with torch.no_grad():
-        for idx in torch.arange(len(trajs)).chunk(cfg.minibatches):
+        for idx in chunks:
             chunk = collate([trajs[i] for i in idx.tolist()], tok.pad_id)
             logp, _ = token_logp_entropy(model, chunk['ids'], cfg.temperature, entropy_grad=False,
-                                         lengths=chunk.get('lengths'))  # [b, T_chunk-1]
+                                         lengths=chunk.get('lengths'), mask=chunk['action_mask'])  # [b, T_chunk-1]
             out[idx, :logp.shape[1]] = logp.float()
     return out
 
