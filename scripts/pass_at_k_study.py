@@ -14,6 +14,7 @@ while its pass@k at large k does not; if it teaches, pass@k at large k rises too
 
     python scripts/pass_at_k_study.py runs/tsweep/bugfix09 --samples 16
     python scripts/pass_at_k_study.py runs/smollm2/bugfix-s0 --samples 8   # a pretrained policy's run too
+    python scripts/pass_at_k_study.py runs/variants/smollm2/rl_variant=reinforce --samples 8   # a sweep --rl variant
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from agentrl.experiments.sweeps.stats import summarize
 from agentrl.policies.checkpoint import load_model
 
 CHECKPOINTS = {'weak': 'weak base', 'sft_step20': 'SFT step 20 (RL cold start)', 'sft_step60': 'oracle SFT',
-               'rft': 'expert iteration', 'sft_rl': 'SFT -> RL', 'rl_only': 'RL only'}
-"""The checkpoints compared, with their labels."""
+               'rft': 'expert iteration', 'sft_rl': 'SFT -> RL', 'rl_only': 'RL only', 'rl_variant': 'sweep --rl recipe'}
+"""The checkpoints compared, with their labels (``rl_variant``: the recipe an ``agentrl sweep --rl`` seed ran from
+its ``rl_start``, in a variant's folder)."""
 SEED_OFFSET = 30_000
 """Offset of the sampling seed, apart from every stream the run drew."""
 

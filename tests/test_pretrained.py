@@ -141,6 +141,41 @@ def test_the_clipped_trainer_scores_only_the_action_tokens_with_the_same_loss_en
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(masked_grads, full_grads))
 
 
+def test_rows_of_the_same_tokens_run_once_with_the_same_values_and_gradients(tiny_folder, tok, train_tasks):
+    """A settled group's identical episodes run through the model once; every copy reads the same logits as when
+    each row runs alone, and the gradient sums over the copies. With a dropout active each row draws its own noise."""
+    policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu')
+    renderer = policy.renderer()
+    demos = [arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), t, renderer) for t in TRAIN[:2]]
+    ids = arl.collate([demos[0], demos[1], demos[0], demos[0]], renderer.pad_id)['ids']  # rows 0, 2, 3 the same
+    rows_run = []
+    hook = policy.model.base_model.register_forward_hook(lambda m, args, kw, out: rows_run.append(kw['input_ids'].shape[0]),
+                                                          with_kwargs=True)
+    logits = policy(ids)
+    hook.remove()
+    assert sum(rows_run) == 2 + (1 if len(rows_run) > 1 else 0)  # two distinct rows (their shared start once more)
+    alone = torch.cat([policy(ids[b:b + 1]) for b in range(4)])
+    assert torch.allclose(logits, alone, atol=1e-5)
+    weights = [p for p in policy.parameters() if p.requires_grad]
+    g_batch = torch.autograd.grad(policy(ids)[:, :-1].logsumexp(-1).sum(), weights)
+    g_alone = torch.autograd.grad(sum(policy(ids[b:b + 1])[:, :-1].logsumexp(-1).sum() for b in range(4)), weights)
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(g_batch, g_alone))
+
+    from agentrl.policies.hf import HFPolicy, hf_config, word_tokenizer
+    cfg = hf_config('gpt2', tok.vocab_size, 48, 2, 4, bos_id=tok.bos_id, eos_id=tok.stop_id, pad_id=tok.pad_id)
+    cfg.resid_pdrop = cfg.embd_pdrop = cfg.attn_pdrop = 0.1
+    torch.manual_seed(0)
+    noisy = HFPolicy.from_config(cfg, word_tokenizer(tok))
+    episode = arl.scripted_rollout(arl.scripted_policy('oracle'), arl.BugFixEnv(), train_tasks[0], tok)
+    twice = arl.collate([episode, episode], tok.pad_id)['ids']
+    noisy.train()
+    out = noisy(twice)
+    assert not torch.allclose(out[0], out[1])  # dropout: two draws
+    noisy.eval()
+    out = noisy(twice)
+    assert torch.equal(out[0], out[1])
+
+
 def test_the_columns_every_row_shares_run_once_with_the_same_values_and_gradients(tiny_folder):
     policy = load_pretrained(tiny_folder, dtype='fp32', device='cpu', lora_rank=4)
     renderer = policy.renderer()

@@ -261,14 +261,27 @@ class HFPolicy(nn.Module):
         if ids.shape[1] > self.max_positions:
             raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
 
+    def _dropping_out(self) -> bool:
+        """Whether a forward now draws random noise: a dropout module with p > 0 in training mode, or in training mode
+        a config's attention dropout (Llama's, applied inside attention)."""
+        if self.training and float(getattr(self.model.config, 'attention_dropout', 0) or 0) > 0:
+            return True
+        return any(isinstance(m, nn.Dropout) and m.p > 0 and m.training for m in self.modules())
+
     def _hidden(self, ids):
         """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast.
 
         The columns every row shares from the start (a chat template's system message: the environment's calls,
         half of an episode's tokens) run once, as one row, when there are at least ``shared_prefix`` of them; the rows
         then attend to that one copy's keys and values. The same function of the ids (a causal model's prefix does
-        not see what follows), its floats rounded in another order."""
+        not see what follows), its floats rounded in another order. Rows that are the same tokens (a group's episodes
+        once its policy has settled on one answer) run once, each row then reading its copy's hidden states, unless
+        a dropout is active (each row then draws its own noise)."""
         ids = ids.to(self.device)
+        if ids.shape[0] > 1 and not self._dropping_out():
+            distinct, copy_of = torch.unique(ids, dim=0, return_inverse=True)  # (U, T), (B,): row b is distinct[copy_of[b]]
+            if len(distinct) < len(ids):
+                return self._hidden(distinct)[copy_of]  # (B, T, d); a row's gradient sums over its copies
         B, T = ids.shape
         L = shared_columns(ids) if B > 1 else 0
         # an all-ones mask: every token is real (right padding is harmless to a causal model), which
