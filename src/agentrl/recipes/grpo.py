@@ -256,7 +256,10 @@ def train_grpo(model, tasks, tok, steps, cfg: GRPOConfig | None = None, evaluate
         for _ in range(cfg.num_iterations):
             order = torch.randperm(B, generator=shuffle_gen) if cfg.minibatches > 1 else torch.arange(B)
             for mb_idx in order.chunk(cfg.minibatches):
-                parts = mb_idx.split(cfg.micro_batch) if cfg.micro_batch and len(mb_idx) > cfg.micro_batch else [mb_idx]
+                # parts in task order: a group's episodes share a part, where a policy that runs identical rows once
+                # (hf.HFPolicy) runs a settled group's copies once; the parts add up to the minibatch whatever the split
+                parts = mb_idx.sort().values.split(cfg.micro_batch) if cfg.micro_batch and len(mb_idx) > cfg.micro_batch \
+                    else [mb_idx]
                 norm = None
                 if len(parts) > 1:  # the minibatch's counts divide every part's loss: the parts add up to its loss
                     whole = collate([trajs[i] for i in mb_idx.tolist()], tok.pad_id)
