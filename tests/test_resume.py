@@ -155,3 +155,31 @@ def test_a_state_file_round_trips_exactly_and_holds_no_pickle(tmp_path, oracle_d
     (tmp_path / 'junk.safetensors').write_bytes(b'not a state')
     with pytest.raises(ValueError, match='not a recipe state file'):
         load_state(tmp_path / 'junk.safetensors')
+
+
+def test_a_resumed_loop_counts_the_kept_steps_of_every_process_once(weak, tmp_path, monkeypatch):
+    """Each step takes 10 s of a counter clock. A run saved at step 4, killed after step 5 and resumed: the file
+    holds the 40 s of steps 1-4, the new process adds steps 5-8 (40 s), so the recipe took 80 s of kept steps, as an
+    unkilled run does; step 5 of the killed attempt was lost and is not counted."""
+    from agentrl.recipes import loop as loop_module
+    now = [0.0]
+    monkeypatch.setattr(loop_module, 'clock', lambda: now[0])
+    opt = torch.optim.AdamW(weak.parameters())
+
+    def run(checkpoint, stop=None):
+        loop = RecipeLoop('sft_train', 8, weak, opt, checkpoint=checkpoint)
+        start = loop_module.clock()
+        for step in loop.steps():
+            now[0] += 10.0
+            if step == stop:
+                raise Stop
+        return loop_module.clock() - start + checkpoint.resumed_seconds
+
+    assert run(Checkpoint(tmp_path / 'plain.safetensors', every=4)) == 80.0
+    path = tmp_path / 'cut.safetensors'
+    with pytest.raises(Stop):
+        run(Checkpoint(path, every=4), stop=5)
+    again = Checkpoint(path, every=4)
+    assert run(again) == 80.0 and again.resumed_seconds == 40.0
+    finished = Checkpoint(path, every=4)  # a finished recipe run again: no step, all 80 s restored
+    assert run(finished) == 80.0 and finished.resumed_seconds == 80.0

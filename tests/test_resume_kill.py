@@ -116,8 +116,13 @@ def test_a_run_killed_inside_a_recipe_resumes_to_the_same_sections(uninterrupted
     if section == 'beyond':  # the parts before its clipped trainer, kept as they finished: the resumed run reads them
         assert sorted(p.stem for p in (out / 'partial' / 'beyond').glob('*.json')) == ['dpo', 'rft_baseline', 'select', 'star']
     from agentrl.cli import main
+    from agentrl.recipes.statefile import load_state, save_state
+    state_file = out / 'partial' / section.replace('.', '_') / f'{key}.safetensors'
+    state = load_state(state_file)  # the killed attempt's saved steps, said to have taken a day: the section counts them
+    save_state({**state, 'seconds': 86400.0}, state_file)
     assert exit_code(main, ['reproduce', *settings, '--quiet', '--resume', '--out', str(out)]) == 0
     assert sections(out) == whole
+    assert json.loads((out / 'timing.json').read_text())[section] > 86400.0
     transcript = (out / 'transcript.txt').read_text().splitlines()
     assert resumed in transcript
     assert not (out / 'partial').exists() and not (out / 'progress').exists()  # tidied once every section finished

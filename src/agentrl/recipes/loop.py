@@ -11,6 +11,10 @@ file holds its last step restores it and runs no step: a finished recipe costs a
 
 Without a checkpoint the loop is a plain ``range(1, total + 1)``. ``progress(recipe, step, total, seconds, first)``,
 when given, is called after every step (``seconds`` since the loop started, ``first`` the step it started after).
+
+The file also keeps the seconds the saved steps took, counting every earlier process: a resumed loop puts them in
+``Checkpoint.resumed_seconds``, so a recipe's wall time (``clock() - start + resumed_seconds``) is the time its
+kept steps took, not its last attempt's (the steps an attempt ran past its last save are run again, and counted once).
 """
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ from typing import Callable
 import torch
 
 from .statefile import load_state, save_state
+
+clock = time.monotonic
+"""The loop's clock (a module attribute, so a test can put a counter in its place)."""
 
 
 @dataclass
@@ -37,6 +44,9 @@ class Checkpoint:
     recipe's state and restored in place."""
     say: Callable[[str], None] | None = None
     """Told ``resuming RECIPE at step N of M`` when the recipe resumes from a step before its last."""
+    resumed_seconds: float = 0.0
+    """Set by the loop when it restores: the seconds the restored steps took in the processes before this one (0 for
+    a run that starts afresh). Add it to this process's time for the recipe's wall time."""
 
     def __post_init__(self):
         self.path = Path(self.path)
@@ -114,7 +124,7 @@ class RecipeLoop:
 
     def steps(self):
         """Yield ``first + 1 .. total``; after each, save when due and report progress."""
-        started = time.monotonic()
+        started = self._started = clock()
         if 0 < self.first < self.total and self.checkpoint.say is not None:
             self.checkpoint.say(f'resuming {self.recipe} at step {self.first} of {self.total}')
         for step in range(self.first + 1, self.total + 1):
@@ -123,11 +133,12 @@ class RecipeLoop:
             if c is not None and (step % c.every == 0 or step == self.total):
                 self._save(step)
             if self.progress is not None:
-                self.progress(self.recipe, step, self.total, time.monotonic() - started, self.first)
+                self.progress(self.recipe, step, self.total, clock() - started, self.first)
 
     def _save(self, step: int) -> None:
         c = self.checkpoint
         state = {'recipe': self.recipe, 'total': self.total, 'step': step, 'model': trained_state(self.model),
+                 'seconds': c.resumed_seconds + (clock() - self._started),  # the saved steps' time, every process's
                  'optimizer': None if self.optimizer is None else self.optimizer.state_dict(),
                  'scheduler': None if self.scheduler is None else self.scheduler.state_dict(),
                  'streams': {k: _stream_state(s) for k, s in self.streams.items()},
@@ -158,4 +169,5 @@ class RecipeLoop:
                 v[:] = saved[k]
         for k, m in self.models.items():
             load_trained_state(m, state['models'][k])
+        self.checkpoint.resumed_seconds = float(state.get('seconds', 0.0))  # a file saved before it kept the time: 0
         return int(state['step'])

@@ -143,7 +143,7 @@ class Reproduction(Sections, Beyond, RLSection):
         """Where running recipes keep their state (``recipe_run``), a folder per section, deleted when it finishes."""
         self.logdir = None if logdir is None else Path(logdir)
         """The log folder of the recipes' monitors (``monitor_run``), or None."""
-        self._runs = []
+        self._runs, self._checkpoints = [], []  # the running section's monitor runs and recipe runs' checkpoints
         self.models, self.data = {}, {}
         self._lock, self._cleared = None, False
         self._load_environment()
@@ -317,6 +317,7 @@ class Reproduction(Sections, Beyond, RLSection):
             raise RuntimeError('recipe_run is for a recipe run inside a section (run_section sets the section)')
         checkpoint = Checkpoint(self.partial / section.replace('.', '_') / f'{key}.safetensors', every=self.cfg.checkpoint_every,
                                 extra=extra, say=lambda line: self._say(line, section))
+        self._checkpoints.append(checkpoint)
         path, last = self.out / PROGRESS / f"{section.replace('.', '_')}.json", [0.0]
         path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -403,14 +404,20 @@ class Reproduction(Sections, Beyond, RLSection):
         """Run one section (its inputs done or, in a worker, awaited) -> (results, printed lines, seconds)."""
         t0 = time.perf_counter()
         self.lines[section] = []
-        self.running = section
+        self.running, self._checkpoints = section, []
         try:
             results = getattr(self, METHODS[section])()
         finally:
             self.running = None
             while self._runs:  # the section's monitor runs (``monitor_run``), flushed and closed
                 self._runs.pop().close()
-        return results, self.lines[section], time.perf_counter() - t0
+        return results, self.lines[section], time.perf_counter() - t0 + self.earlier_seconds()
+
+    def earlier_seconds(self) -> float:
+        """The seconds the running section's recipe runs (``recipe_run``) took before they resumed here, in the
+        processes killed before this one (up to their last saves): added to this process's time, a section resumed
+        inside a recipe records the time its kept steps took, not its last attempt's."""
+        return sum(c.resumed_seconds for c in self._checkpoints)
 
     def monitor_run(self, recipe: str, label: str):
         """The loggers of one recipe run of this reproduction, to pass as the recipe's ``loggers=`` (section 15.6).

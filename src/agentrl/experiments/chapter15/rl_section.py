@@ -121,7 +121,7 @@ class RLSection:
                                     start=start, env=self.env.env_id, loggers=loggers,
                                     **self.recipe_run('rl_variant', c.rl_variant, watched=watched))
             recipe = {'recipe': 'train_grpo', **asdict(knobs)}
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 + self.earlier_seconds()  # a recipe resumed inside: every attempt's kept steps
         hist = [tuple(h) for h in hist]
         episodes = [row.get('dynamic_sampling/episodes', batch) for row in logs] or [batch] * steps
         self._save('rl_variant', model)
