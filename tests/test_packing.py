@@ -112,3 +112,42 @@ def test_an_attention_without_custom_masks_or_a_wrapped_model_is_refused_with_th
         arl.packed_forward(model)
     with pytest.raises(TypeError, match='before peft or TRL wrap it'):
         arl.packed_forward(torch.nn.Linear(2, 2))
+
+
+def test_rows_of_the_same_tokens_are_packed_once_with_each_rows_values_and_gradients():
+    """Rows 0 and 2 are the same tokens in the same columns, row 3 row 0's tokens one column further right: the packed
+    row holds 3 distinct rows, every row's logits and gradients are its own run alone; with a dropout in training each row
+    is packed (its own noise), in eval the copies merge again."""
+    plain, packed = model_pair('sdpa')
+    ids, mask, rows = batch(plain.config.vocab_size)
+    ids[2], mask[2], rows[2] = ids[0], mask[0], rows[0]
+    ids[3], mask[3], rows[3] = 0, 0, rows[0]
+    ids[3, 3:3 + len(rows[0])], mask[3, 3:3 + len(rows[0])] = rows[0], 1  # row 0 starts in column 2
+    plan = plan_packing(ids, mask, merge_copies=True)
+    assert plan.ids.shape[1] == SHARED + sum(len(r) - SHARED for r in rows[:2]) + len(rows[3]) - SHARED
+    assert plan_packing(ids, mask).ids.shape[1] == SHARED + sum(len(r) - SHARED for r in rows)  # merging asked for only
+    out = packed(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (B, T, V)
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * weights * mask[..., None]).sum().backward()
+    loss = 0
+    for i, r in enumerate(rows):
+        alone = plain(input_ids=r[None], use_cache=False).logits[0]  # (len, V)
+        real = mask[i].bool()
+        torch.testing.assert_close(out[i][real], alone, rtol=0, atol=1e-5)
+        loss = loss + (alone * weights[i][real]).sum()
+    loss.backward()
+    for (name, p), q in zip(plain.named_parameters(), packed.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+    from agentrl.policies import packing
+    seen, real_plan = [], packing.plan_packing
+    packing.plan_packing = lambda *a, **k: seen.append(k.get('merge_copies')) or real_plan(*a, **k)
+    try:
+        packed.config.attention_dropout = 0.5
+        packed.train()
+        packed(input_ids=ids, attention_mask=mask, use_cache=False)
+        packed.eval()
+        packed(input_ids=ids, attention_mask=mask, use_cache=False)
+    finally:
+        packing.plan_packing = real_plan
+    assert seen == [False, True, None]  # in eval the merged rows' plan (no copies left to merge)

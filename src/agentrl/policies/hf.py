@@ -109,6 +109,15 @@ SHARED_PREFIX = 32
 """``HFPolicy.shared_prefix``'s default: a chat template's system message is longer, a word-level prompt shorter."""
 
 
+def dropping_out(module: nn.Module, config) -> bool:
+    """Whether a forward of ``module`` now draws random noise: a dropout module with p > 0 in training mode (peft's
+    LoRA dropout among them), or in training mode ``config``'s attention dropout (Llama's, applied inside attention).
+    Rows of the same tokens then differ, and may not run as one."""
+    if module.training and float(getattr(config, 'attention_dropout', 0) or 0) > 0:
+        return True
+    return any(isinstance(m, nn.Dropout) and m.p > 0 and m.training for m in module.modules())
+
+
 def shared_columns(ids: torch.Tensor) -> int:
     """How many columns from the start every row of ``ids`` (B, T) holds the same token in."""
     differs = (ids != ids[:1]).any(0)  # (T,)
@@ -262,11 +271,8 @@ class HFPolicy(nn.Module):
             raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
 
     def _dropping_out(self) -> bool:
-        """Whether a forward now draws random noise: a dropout module with p > 0 in training mode, or in training mode
-        a config's attention dropout (Llama's, applied inside attention)."""
-        if self.training and float(getattr(self.model.config, 'attention_dropout', 0) or 0) > 0:
-            return True
-        return any(isinstance(m, nn.Dropout) and m.p > 0 and m.training for m in self.modules())
+        """Whether a forward now draws random noise (``dropping_out``)."""
+        return dropping_out(self, self.model.config)
 
     def _hidden(self, ids):
         """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast.

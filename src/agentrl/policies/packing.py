@@ -8,7 +8,8 @@ a short episode's tokens). Run as it is, the decoder computes the pads and B cop
     [shared start | row 0's rest | row 1's rest | ...]        positions 0..S-1 | S..len_0-1 | S..len_1-1 | ...
 
 each token attending to the shared start and to its own row's earlier tokens (a block mask), at the position it has
-in its row alone. The hidden states go back to the (B, T) layout, zeros at the pads, so what reads them (TRL's fused
+in its row alone. Rows of the same tokens (a group's completions once the policy has settled on one answer) are
+packed once, unless a dropout is active (each row then draws its own noise). The hidden states go back to the (B, T) layout, zeros at the pads, so what reads them (TRL's fused
 output layer, a causal LM's head) is unchanged, and gradients reach the shared start from every row. The same
 function of the ids as the plain forward at every real token (a row's positions counted from its first real token,
 as agentrl samples it), its floats rounded in another order (``tests/test_packing.py`` bounds the difference and
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .hf import shared_columns
+from .hf import dropping_out, shared_columns
 
 PACKABLE = ('eager', 'sdpa')
 """The attention implementations that take a custom 4-D mask as ``packed_forward`` builds it."""
@@ -51,10 +52,22 @@ class Packing:
         return torch.zeros(N, N, dtype=dtype, device=seg.device).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
 
 
-def plan_packing(ids: torch.Tensor, attention_mask: torch.Tensor, min_shared: int = 1) -> Packing | None:
+def plan_packing(ids: torch.Tensor, attention_mask: torch.Tensor, min_shared: int = 1,
+                 merge_copies: bool = False) -> Packing | None:
     """ids and attention_mask (B, T) -> the ``Packing`` of their real tokens, or None where a row has no real token or
     its real tokens are not one run. The shared start is the longest run of tokens every row begins with (its first
-    real token on), run once when at least ``min_shared`` long."""
+    real token on), run once when at least ``min_shared`` long. ``merge_copies``: rows of the same real tokens in the
+    same columns (a group's completions once its policy has settled on one answer) are packed once, every copy reading
+    that one's hidden states."""
+    if merge_copies and ids.shape[0] > 1:
+        key = torch.cat([ids * attention_mask, attention_mask.to(ids.dtype)], 1)  # (B, 2T): the pads' ids do not count
+        distinct, copy_of = torch.unique(key, dim=0, return_inverse=True)  # (U, 2T), (B,): row b is distinct[copy_of[b]]
+        if len(distinct) < len(key):
+            T = ids.shape[1]
+            plan = plan_packing(distinct[:, :T], distinct[:, T:], min_shared)
+            if plan is not None:
+                plan.index = plan.index[copy_of]  # (B, T) each row reads its copy's cells
+            return plan
     B, T = ids.shape
     real = attention_mask.bool()
     lengths = real.sum(1)  # (B,)
@@ -110,7 +123,8 @@ def packed_forward(model, min_shared: int = 1, max_tokens: int = 8192):
         if (input_ids is not None and attention_mask is not None and attention_mask.dim() == 2
                 and kwargs.get('use_cache') is False and not any(kwargs.get(k) is not None for k in _UNPACKABLE_KW)
                 and not kwargs.get('output_hidden_states') and not kwargs.get('output_attentions')):
-            plan = plan_packing(input_ids, attention_mask, min_shared)
+            plan = plan_packing(input_ids, attention_mask, min_shared,
+                                merge_copies=not dropping_out(decoder, model.config))  # a dropout: each row its noise
             plan = plan if plan is not None and plan.ids.shape[1] <= max_tokens else None
         if plan is None:
             return plain(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
