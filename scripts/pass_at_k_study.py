@@ -15,6 +15,8 @@ while its pass@k at large k does not; if it teaches, pass@k at large k rises too
     python scripts/pass_at_k_study.py runs/tsweep/bugfix09 --samples 16
     python scripts/pass_at_k_study.py runs/smollm2/bugfix-s0 --samples 8   # a pretrained policy's run too
     python scripts/pass_at_k_study.py runs/variants/smollm2/rl_variant=reinforce --samples 8   # a sweep --rl variant
+    python scripts/pass_at_k_study.py runs/v/rl_variant=reinforce/seed0 runs/v/rl_variant=reinforce/seed1 --out runs/pk
+        # finished seed folders of a sweep still running (each seed once)
 """
 from __future__ import annotations
 
@@ -46,12 +48,16 @@ def seed_folders(path: Path) -> list:
     return [path]
 
 
-def study(path: Path, n: int) -> dict:
-    """pass@k per checkpoint, split and seed -> {checkpoint: {split: {k: {'values': {seed: v}, **summary}}}}."""
-    per = {}
-    for folder in seed_folders(path):
+def study(paths: list, n: int) -> dict:
+    """pass@k per checkpoint, split and seed of the run folders in ``paths`` (sweep folders or run folders) ->
+    {checkpoint: {split: {k: {'values': {seed: v}, **summary}}}}."""
+    per, seen = {}, set()
+    for folder in [f for path in paths for f in seed_folders(path)]:
         saved = json.loads((folder / 'results.json').read_text())
         env, seed = get_env(saved['env']), saved['seed']
+        if seed in seen:
+            raise SystemExit(f'{folder}: seed {seed} twice; give each seed one run folder')
+        seen.add(seed)
         policy = saved['sections']['setup'].get('policy', 'tiny')
         if is_pretrained(policy):  # its own tokenizer and chat template, as the run rendered its episodes
             cfg = saved['config']
@@ -98,17 +104,21 @@ def figure(result: dict, path: Path, title: str) -> Path:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('path', help='a sweep folder (sweep.json) or a reproduction folder (results.json)')
+    p.add_argument('paths', nargs='+', metavar='path',
+                   help='a sweep folder (sweep.json) or a reproduction folder (results.json); several: their seeds together')
     p.add_argument('--samples', type=int, default=16, help='episodes per task, the n of pass@k (default 16)')
-    p.add_argument('--out', default=None, help='where pass_at_k.json and .png go (default: the folder given)')
+    p.add_argument('--out', default=None, help='where pass_at_k.json and .png go (default: the one folder given)')
     args = p.parse_args(argv)
-    path = Path(args.path)
-    out = Path(args.out) if args.out else path
+    paths = [Path(x) for x in args.paths]
+    if len(paths) > 1 and not args.out:
+        p.error('several folders need --out')
+    out = Path(args.out) if args.out else paths[0]
     out.mkdir(parents=True, exist_ok=True)
-    result = study(path, args.samples)
-    (out / 'pass_at_k.json').write_text(json.dumps({'path': str(path), 'samples': args.samples, 'checkpoints': result},
-                                                   indent=1) + '\n')
-    fig = figure(result, out / 'pass_at_k.png', f'pass@k over seeds ({path.name}, n = {args.samples} per task)')
+    result = study(paths, args.samples)
+    (out / 'pass_at_k.json').write_text(json.dumps({'path': ' '.join(map(str, paths)), 'samples': args.samples,
+                                                    'checkpoints': result}, indent=1) + '\n')
+    name = paths[0].name if len(paths) == 1 else out.name
+    fig = figure(result, out / 'pass_at_k.png', f'pass@k over seeds ({name}, n = {args.samples} per task)')
     for name, splits in result.items():
         print(f'{CHECKPOINTS[name]:<28}' + ' | '.join(
             f"{split} " + ' '.join(f"{k}:{s['mean']:.2f}" for k, s in sorted(ks.items(), key=lambda kv: int(kv[0])))
