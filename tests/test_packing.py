@@ -38,6 +38,23 @@ def model_pair(attention: str):
     return model, arl.packed_forward(copy.deepcopy(model))
 
 
+def assert_each_row_alone(plain, packed, ids, mask, rows):
+    """The packed model's logits at each row's real tokens, and the gradients of a weighted sum of them, equal the
+    plain model's on each row alone."""
+    out = packed(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (B, T, V)
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * weights * mask[..., None]).sum().backward()
+    loss = 0
+    for i, r in enumerate(rows):
+        alone = plain(input_ids=r[None], use_cache=False).logits[0]  # (len, V)
+        real = mask[i].bool()
+        torch.testing.assert_close(out[i][real], alone, rtol=0, atol=1e-5)
+        loss = loss + (alone * weights[i][real]).sum()
+    loss.backward()
+    for (name, p), q in zip(plain.named_parameters(), packed.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_the_plan_runs_the_shared_start_once_and_each_rows_other_tokens_at_their_own_positions():
     ids, mask, rows = batch(50)
     plan = plan_packing(ids, mask)
@@ -56,18 +73,7 @@ def test_the_plan_runs_the_shared_start_once_and_each_rows_other_tokens_at_their
 def test_packed_logits_and_gradients_equal_each_row_run_alone(attention):
     plain, packed = model_pair(attention)
     ids, mask, rows = batch(plain.config.vocab_size)
-    out = packed(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (B, T, V)
-    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    (out * weights * mask[..., None]).sum().backward()
-    loss = 0
-    for i, r in enumerate(rows):
-        alone = plain(input_ids=r[None], use_cache=False).logits[0]  # (len, V)
-        real = mask[i].bool()
-        torch.testing.assert_close(out[i][real], alone, rtol=0, atol=1e-5)
-        loss = loss + (alone * weights[i][real]).sum()
-    loss.backward()
-    for (name, p), q in zip(plain.named_parameters(), packed.parameters()):
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert_each_row_alone(plain, packed, ids, mask, rows)
 
 
 def test_trls_fused_output_layer_reads_the_same_log_probs_from_the_packed_decoder():
@@ -126,18 +132,7 @@ def test_rows_of_the_same_tokens_are_packed_once_with_each_rows_values_and_gradi
     plan = plan_packing(ids, mask, merge_copies=True)
     assert plan.ids.shape[1] == SHARED + sum(len(r) - SHARED for r in rows[:2]) + len(rows[3]) - SHARED
     assert plan_packing(ids, mask).ids.shape[1] == SHARED + sum(len(r) - SHARED for r in rows)  # merging asked for only
-    out = packed(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (B, T, V)
-    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    (out * weights * mask[..., None]).sum().backward()
-    loss = 0
-    for i, r in enumerate(rows):
-        alone = plain(input_ids=r[None], use_cache=False).logits[0]  # (len, V)
-        real = mask[i].bool()
-        torch.testing.assert_close(out[i][real], alone, rtol=0, atol=1e-5)
-        loss = loss + (alone * weights[i][real]).sum()
-    loss.backward()
-    for (name, p), q in zip(plain.named_parameters(), packed.parameters()):
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert_each_row_alone(plain, packed, ids, mask, rows)
 
     from agentrl.policies import packing
     seen, real_plan = [], packing.plan_packing
