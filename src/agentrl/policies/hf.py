@@ -270,10 +270,6 @@ class HFPolicy(nn.Module):
         if ids.shape[1] > self.max_positions:
             raise ValueError(f'sequence of {ids.shape[1]} tokens is longer than the model\'s {self.max_positions} positions')
 
-    def _dropping_out(self) -> bool:
-        """Whether a forward now draws random noise (``dropping_out``)."""
-        return dropping_out(self, self.model.config)
-
     def _hidden(self, ids):
         """ids (B, T) -> last hidden states (B, T, d), on the policy's device, under its autocast.
 
@@ -284,7 +280,7 @@ class HFPolicy(nn.Module):
         once its policy has settled on one answer) run once, each row then reading its copy's hidden states, unless
         a dropout is active (each row then draws its own noise)."""
         ids = ids.to(self.device)
-        if ids.shape[0] > 1 and not self._dropping_out():
+        if ids.shape[0] > 1 and not dropping_out(self, self.model.config):
             distinct, copy_of = torch.unique(ids, dim=0, return_inverse=True)  # (U, T), (B,): row b is distinct[copy_of[b]]
             if len(distinct) < len(ids):
                 return self._hidden(distinct)[copy_of]  # (B, T, d); a row's gradient sums over its copies

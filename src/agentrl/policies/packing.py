@@ -7,13 +7,13 @@ a short episode's tokens). Run as it is, the decoder computes the pads and B cop
 
     [shared start | row 0's rest | row 1's rest | ...]        positions 0..S-1 | S..len_0-1 | S..len_1-1 | ...
 
-each token attending to the shared start and to its own row's earlier tokens (a block mask), at the position it has
-in its row alone. Rows of the same tokens (a group's completions once the policy has settled on one answer) are
-packed once, unless a dropout is active (each row then draws its own noise). The hidden states go back to the (B, T) layout, zeros at the pads, so what reads them (TRL's fused
-output layer, a causal LM's head) is unchanged, and gradients reach the shared start from every row. The same
-function of the ids as the plain forward at every real token (a row's positions counted from its first real token,
-as agentrl samples it), its floats rounded in another order (``tests/test_packing.py`` bounds the difference and
-checks the gradients).
+each token attending to the shared start and to its own row's earlier tokens (a block mask), at the position it has in
+its row alone. Rows of the same tokens (a group's completions once the policy has settled on one answer) are packed
+once, unless a dropout is active (each row then draws its own noise). The hidden states go back to the (B, T) layout,
+zeros at the pads, so what reads them (TRL's fused output layer, a causal LM's head) is unchanged, and gradients reach
+the shared start from every row. The same function of the ids as the plain forward at every real token (a row's
+positions counted from its first real token, as agentrl samples it), its floats rounded in another order
+(``tests/test_packing.py`` bounds the difference and checks the gradients).
 
 Only a call that asks for no cache (``use_cache=False``, as TRL's loss calls it) is packed; any other runs the decoder
 as before (generation among them), as do calls with a cache, embeddings or positions given, hidden states or attention
@@ -61,7 +61,7 @@ def plan_packing(ids: torch.Tensor, attention_mask: torch.Tensor, min_shared: in
     that one's hidden states."""
     if merge_copies and ids.shape[0] > 1:
         key = torch.cat([ids * attention_mask, attention_mask.to(ids.dtype)], 1)  # (B, 2T): the pads' ids do not count
-        distinct, copy_of = torch.unique(key, dim=0, return_inverse=True)  # (U, 2T), (B,): row b is distinct[copy_of[b]]
+        distinct, copy_of = torch.unique(key, dim=0, return_inverse=True)  # (U, 2T), (B,): row b = distinct[copy_of[b]]
         if len(distinct) < len(key):
             T = ids.shape[1]
             plan = plan_packing(distinct[:, :T], distinct[:, T:], min_shared)

@@ -124,7 +124,7 @@ class RecipeLoop:
 
     def steps(self):
         """Yield ``first + 1 .. total``; after each, save when due and report progress."""
-        started = self._started = clock()
+        self._started = clock()
         if 0 < self.first < self.total and self.checkpoint.say is not None:
             self.checkpoint.say(f'resuming {self.recipe} at step {self.first} of {self.total}')
         for step in range(self.first + 1, self.total + 1):
@@ -133,7 +133,7 @@ class RecipeLoop:
             if c is not None and (step % c.every == 0 or step == self.total):
                 self._save(step)
             if self.progress is not None:
-                self.progress(self.recipe, step, self.total, clock() - started, self.first)
+                self.progress(self.recipe, step, self.total, clock() - self._started, self.first)
 
     def _save(self, step: int) -> None:
         c = self.checkpoint
